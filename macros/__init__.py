@@ -1,0 +1,1 @@
+"""Hopper operand math and the WGMMA macro emitter."""

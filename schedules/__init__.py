@@ -1,0 +1,1 @@
+"""Backend-free tile schedules with host reference math (pure Python)."""

@@ -1,0 +1,151 @@
+"""Reference GEMM and tolerance rules shared by tests and benchmarks.
+
+The reference upcasts every input to float64 and computes on the CPU or the
+inputs' device, so it is independent of any tensor-core path. Tolerances are the
+relative Frobenius error bounds of DESIGN.md ("Tolerance").
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+#: Relative Frobenius error bound per input precision (DESIGN.md, "Tolerance").
+TOLERANCE = {
+    "fp32": 1e-5,
+    "tf32": 1e-3,
+    "fp16": 1e-2,
+    "bf16": 1e-2,
+    "fp8": 5e-2,
+    "int8": 0.0,
+}
+
+_PRECISION_OF_DTYPE = {
+    torch.float32: "fp32",
+    torch.float16: "fp16",
+    torch.bfloat16: "bf16",
+    torch.float8_e4m3fn: "fp8",
+    torch.float8_e5m2: "fp8",
+    torch.int8: "int8",
+    torch.uint8: "int8",
+}
+
+
+def precision_of(dtype: torch.dtype, *, allow_tf32: bool = False) -> str:
+    """The tolerance class of an input dtype ("tf32" for fp32 inputs on the TF32 path)."""
+    try:
+        name = _PRECISION_OF_DTYPE[dtype]
+    except KeyError:
+        raise ValueError(f"dtype: no tolerance rule for {dtype}") from None
+    return "tf32" if name == "fp32" and allow_tf32 else name
+
+
+def tolerance(dtype: torch.dtype, *, allow_tf32: bool = False) -> float:
+    """The relative Frobenius error bound for GEMM inputs of ``dtype``."""
+    return TOLERANCE[precision_of(dtype, allow_tf32=allow_tf32)]
+
+
+def _as_scale(scale, length: int, name: str) -> torch.Tensor | float:
+    """A scale as a float64 scalar or vector of ``length`` (per-row / per-column)."""
+    if scale is None:
+        return 1.0
+    if isinstance(scale, (int, float)):
+        return float(scale)
+    s = scale.detach().to(torch.float64).reshape(-1)
+    if s.numel() == 1:
+        return s
+    if s.numel() != length:
+        raise ValueError(f"{name}: expected 1 or {length} scale values, got {s.numel()}")
+    return s
+
+
+def reference_gemm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    scale_a=None,
+    scale_b=None,
+    bias: torch.Tensor | None = None,
+    alpha: float = 1.0,
+    beta: float = 1.0,
+) -> torch.Tensor:
+    """``alpha * (diag(scale_a) @ A @ B @ diag(scale_b)) + beta * bias`` in float64.
+
+    ``a`` is [M, K] and ``b`` is [K, N] (any strides, any dtype); both are upcast to
+    float64 before the product. ``scale_a`` is a scalar, a 1-element tensor or [M]
+    (per row of A); ``scale_b`` a scalar, 1-element tensor or [N] (per column of B).
+    ``bias`` has length N and is broadcast over rows (torch.addmm's convention).
+    Batched inputs ([B, M, K] @ [B, K, N]) are handled by broadcasting.
+    """
+    a64 = a.detach().to(torch.float64)
+    b64 = b.detach().to(torch.float64)
+    out = a64 @ b64
+    m, n = out.shape[-2], out.shape[-1]
+    sa = _as_scale(scale_a, m, "scale_a")
+    sb = _as_scale(scale_b, n, "scale_b")
+    if isinstance(sa, torch.Tensor) and sa.numel() == m and m != 1:
+        sa = sa.reshape(m, 1)
+    out = out * sa * sb * alpha
+    if bias is not None:
+        bias64 = bias.detach().to(torch.float64).reshape(-1)
+        if bias64.numel() != n:
+            raise ValueError(f"bias: expected length N={n}, got {bias64.numel()}")
+        out = out + beta * bias64
+    return out
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """Relative Frobenius error ``||out - ref||_F / ||ref||_F`` in float64."""
+    out64 = out.detach().to(torch.float64).to(ref.device)
+    ref64 = ref.detach().to(torch.float64)
+    denom = torch.linalg.vector_norm(ref64).item()
+    num = torch.linalg.vector_norm(out64 - ref64).item()
+    if denom == 0.0:
+        return num
+    return num / denom
+
+
+def assert_gemm_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype, *,
+                      allow_tf32: bool = False, what: str = "result") -> float:
+    """Check every element was written (no NaN left from poisoning) and the error bound.
+
+    Returns the measured relative error so callers can report it.
+    """
+    if out.shape != ref.shape:
+        raise AssertionError(f"{what}: shape {tuple(out.shape)} != reference {tuple(ref.shape)}")
+    nan = torch.isnan(out.detach().to(torch.float32)) if out.is_floating_point() else None
+    if nan is not None and bool(nan.any()):
+        idx = nan.nonzero()[0].tolist()
+        raise AssertionError(
+            f"{what}: {int(nan.sum())} elements not written (NaN poison left), first at {idx}")
+    err = relative_error(out, ref)
+    tol = tolerance(dtype, allow_tf32=allow_tf32)
+    if not (err <= tol) or math.isnan(err):
+        raise AssertionError(f"{what}: relative Frobenius error {err:.3e} > {tol:.0e} for {dtype}")
+    return err
+
+
+def poisoned(shape, dtype: torch.dtype, device) -> torch.Tensor:
+    """An output buffer filled with NaN (or the dtype's extreme for integers)."""
+    t = torch.empty(shape, dtype=dtype, device=device)
+    if dtype.is_floating_point:
+        t.fill_(float("nan"))
+    else:
+        t.fill_(torch.iinfo(dtype).min)
+    return t
+
+
+def random_operand(shape, dtype: torch.dtype, *, generator: torch.Generator | None = None,
+                   device="cpu") -> torch.Tensor:
+    """Random GEMM input: normal values (scaled into range for fp8), or integers for int8."""
+    if dtype in (torch.int8,):
+        x = torch.randint(-8, 8, shape, generator=generator, dtype=torch.int8)
+    elif dtype == torch.uint8:
+        x = torch.randint(0, 16, shape, generator=generator, dtype=torch.uint8)
+    else:
+        x = torch.randn(shape, generator=generator, dtype=torch.float32)
+        if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+            x = x.clamp(-8, 8)
+        x = x.to(dtype)
+    return x.to(device)

@@ -1,0 +1,1 @@
+"""TileLang backend: the stages abstractions on the WGMMA emitter."""

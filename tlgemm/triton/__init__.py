@@ -1,0 +1,1 @@
+"""Triton backend: the stages abstractions and kernels built from them."""
