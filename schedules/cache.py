@@ -1,0 +1,165 @@
+"""On-disk cache of autotuned schedules (the winners the kernels' autotuner finds).
+
+One JSON file, ``<dir>/autotune.json``:
+    {"producer": "tlgemm.autotune", "format": 1, "entries": {<key>: {"schedule": {...}, "info": {...}}}}
+<dir> is $TLGEMM_CACHE_DIR, else $XDG_CACHE_HOME/tlgemm, else ~/.cache/tlgemm.
+A key is "gpu|backend|a,b,c|M=..,N=..,K=..|version": GPU name, backend, canonical dtypes,
+``shape_bucket(M, N, K)`` and the library version (an entry of another version is a miss).
+
+Writes are atomic and serialised: under an exclusive ``fcntl.flock`` on ``autotune.json.lock``
+a writer reads the file, adds its entry, writes a temporary file in the same directory, fsyncs
+it and renames it over the cache (``os.replace``); readers take no lock and always see a whole
+file. A file that is truncated, not JSON, not ours or of another format version is ignored
+with a ``CacheWarning`` (once per file state) and rebuilt by the next ``put``. POSIX only
+(fcntl), like the GPU backends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ._checks import check_int
+from .dtypes import gemm_dtypes
+from .schedule import Schedule
+
+__all__ = ["AutotuneCache", "CacheWarning", "CACHE_FORMAT", "default_cache_dir", "shape_bucket"]
+
+CACHE_FORMAT = 1
+_PRODUCER = "tlgemm.autotune"
+_FILENAME = "autotune.json"
+
+
+class CacheWarning(UserWarning):
+    """An unusable cache file was ignored (it is rebuilt on the next put)."""
+
+
+def default_cache_dir() -> Path:
+    """$TLGEMM_CACHE_DIR, else $XDG_CACHE_HOME/tlgemm, else ~/.cache/tlgemm."""
+    explicit = os.environ.get("TLGEMM_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "tlgemm"
+
+
+def shape_bucket(M: int, N: int, K: int) -> tuple[int, int, int]:
+    """(2^⌈log2 M⌉, N, K): M (tokens, batch) varies from call to call and is rounded up to a
+    power of two; N and K are weight shapes and stay exact."""
+    check_int("M", M, 1)
+    check_int("N", N, 1)
+    check_int("K", K, 0)
+    return 1 << (M - 1).bit_length(), N, K
+
+
+def _library_version() -> str:
+    try:
+        return metadata.version("tlgemm")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class AutotuneCache:
+    """get/put of tuned Schedules keyed by (GPU name, backend, dtypes, shape bucket, version)."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None, version: str | None = None):
+        self.directory = Path(directory) if directory is not None else default_cache_dir()
+        self.path = self.directory / _FILENAME
+        self.version = version if version is not None else _library_version()
+        self._warned: tuple[int, int, int] | None = None  # (inode, size, mtime_ns) last warned about
+
+    def key(self, gpu: str, backend: str, dtypes: object, M: int, N: int, K: int) -> str:
+        """The entry key: "gpu|backend|a,b,c|M=..,N=..,K=..|version" (M bucketed)."""
+        for name, value in (("gpu", gpu), ("backend", backend)):
+            if not isinstance(value, str) or not value or "|" in value:
+                raise ValueError(f"{name} must be a non-empty string without '|', got {value!r}")
+        bm, bn, bk = shape_bucket(M, N, K)
+        return f"{gpu}|{backend}|{','.join(gemm_dtypes(dtypes))}|M={bm},N={bn},K={bk}|{self.version}"
+
+    def get(self, gpu: str, backend: str, dtypes: object, M: int, N: int, K: int) -> Schedule | None:
+        """The cached Schedule, or None (absent, or the file/entry is unusable: warned)."""
+        key = self.key(gpu, backend, dtypes, M, N, K)
+        entry = self._read().get(key)
+        if entry is None:
+            return None
+        try:
+            return Schedule.from_dict(entry["schedule"])
+        except (KeyError, TypeError, ValueError) as err:
+            warnings.warn(f"ignoring unusable autotune cache entry {key!r} in {self.path}: {err}", CacheWarning,
+                          stacklevel=2)
+            return None
+
+    def put(self, gpu: str, backend: str, dtypes: object, M: int, N: int, K: int, schedule: Schedule,
+            info: dict[str, Any] | None = None) -> None:
+        """Store schedule (and JSON-serialisable info, e.g. measured TFLOP/s) atomically."""
+        if not isinstance(schedule, Schedule):
+            raise ValueError(f"schedule must be a Schedule, got {type(schedule).__name__}")
+        key = self.key(gpu, backend, dtypes, M, N, K)
+        value = {"schedule": schedule.to_dict(), "info": dict(info or {})}
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with self._locked():
+            entries = self._read()
+            entries[key] = value
+            self._write({"producer": _PRODUCER, "format": CACHE_FORMAT, "entries": entries})
+
+    def entries(self) -> dict[str, Any]:
+        """All entries of a usable file (key -> {"schedule", "info"})."""
+        return self._read()
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(self.directory / (_FILENAME + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            with open(self.path, "rb") as f:
+                stat = os.fstat(f.fileno())
+                raw = f.read()
+        except FileNotFoundError:
+            return {}
+        problem = None
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            problem = f"not valid JSON (truncated or corrupt: {err})"
+        else:
+            if not isinstance(data, dict) or data.get("producer") != _PRODUCER:
+                problem = "not a tlgemm autotune cache"
+            elif data.get("format") != CACHE_FORMAT:
+                problem = f"format version {data.get('format')!r}, this library reads {CACHE_FORMAT}"
+            elif not isinstance(data.get("entries"), dict):
+                problem = "no 'entries' table"
+        if problem is None:
+            return data["entries"]
+        state = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if state != self._warned:
+            self._warned = state
+            warnings.warn(f"ignoring autotune cache {self.path}: {problem}; it will be rebuilt", CacheWarning,
+                          stacklevel=3)
+        return {}
+
+    def _write(self, data: dict[str, Any]) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=_FILENAME + ".", suffix=".tmp", dir=self.directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise

@@ -1,0 +1,231 @@
+"""`Schedule`: how a GEMM's output tiles and K-iterations are laid out over programs.
+
+A schedule is the "how" of a GEMM (the algorithm/schedule split of Halide and Decoupled
+Triton): tile shape, tile order, pipelining, threads and the work decomposition. It carries no
+problem size, so one schedule applies to any (M, N, K). It is a frozen dataclass validated at
+construction; the chainable primitives below each return a new, validated schedule, so
+
+    Schedule.default().block(m=128, n=256).tensorize(k=64).map("grouped", 8) \\
+        .stages(4).warpgroups(2).persistent()
+
+equals ``Schedule(block_n=256, num_stages=4, num_warpgroups=2, is_persistent=True)``.
+
+Field names avoid the method names (a dataclass cannot have both): the method ``stages(n)``
+sets ``num_stages``, ``warpgroups(n)`` sets ``num_warpgroups``, ``persistent()`` sets
+``is_persistent``, ``swap_ab()`` sets ``is_swap_ab``, ``streamk(t)`` sets ``streamk_tiles``,
+``splitk(n)`` sets ``split_k``, ``chiplet(x, c)`` sets ``num_xcds``/``chunk_size``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Schedule", "RASTERS", "MAP_KINDS", "BLOCK_MN_SIZES", "BLOCK_K_SIZES", "MAX_THREADS"]
+
+RASTERS = ("m", "n")
+MAP_KINDS = ("grouped", "grouped_n", "row", "column")
+BLOCK_MN_SIZES = (16, 32, 64, 128, 256)
+BLOCK_K_SIZES = (16, 32, 64, 128, 256)
+MAX_THREADS = 1024  # threads per CTA (CUDA and HIP limit)
+_WARPGROUP_THREADS = 128
+
+
+def _require_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"Schedule.{name} must be an int, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"Schedule.{name} must be >= {minimum}, got {value}")
+
+
+def _require_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"Schedule.{name} must be a bool, got {value!r} ({type(value).__name__})")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Tile schedule of a GEMM C[M, N] = A[M, K] · B[K, N]; see the module docstring.
+
+    Fields:
+      block_m, block_n, block_k: the output tile (block_m x block_n) and the K step of one
+        K-iteration; powers of two, block_m/block_n in BLOCK_MN_SIZES, block_k in BLOCK_K_SIZES.
+      group_size_m, raster: tile order (see ``grouped_coords``). raster "m": groups of
+        group_size_m tile-rows, pid_m fastest inside a group (Triton tutorial / tritonBLAS);
+        raster "n": the mirror, groups of group_size_m tile-columns, pid_n fastest.
+      num_stages: depth of the shared-memory operand pipeline (>= 1).
+      num_warpgroups: consumer (MMA) warpgroups; ``threads`` adds one producer warpgroup.
+      is_persistent: launch ``min(num_sms, work units)`` programs (num_sms with Stream-K) that
+        loop over the work (stride = grid size) instead of one program per work unit.
+      num_sms: SM count of a persistent schedule; None = supplied at launch time through the
+        ``num_sms=`` argument of ``num_programs``/``work``/``streamk_plan``. Only for
+        persistent schedules.
+      streamk_tiles: Stream-K: the last min(streamk_tiles, total tiles) tiles are split by
+        K-iterations over all num_sms programs (needs is_persistent; 0 = off).
+      split_k: split each tile's K-iterations into min(split_k, K-iterations) contiguous
+        ranges, one work unit each (1 = off; not combined with Stream-K).
+      num_xcds, chunk_size: AMD chiplet remapping of program ids (tritonBLAS
+        ``chiplet_transform_chunked``); num_xcds == 1 = off. chunk_size == 1 leaves the ids
+        unchanged (tritonBLAS semantics); use chunk_size >= 2 for L2 locality per XCD.
+      is_swap_ab: compute Cᵀ[N, M] = Bᵀ · Aᵀ: the kernel's problem is (N, M) and every tile
+        coordinate refers to it (small-M GEMMs on Hopper, whose WGMMA M is 64 per warpgroup).
+    """
+
+    block_m: int = 128
+    block_n: int = 128
+    block_k: int = 64
+    group_size_m: int = 8
+    raster: str = "m"
+    num_stages: int = 3
+    num_warpgroups: int = 1
+    is_persistent: bool = False
+    num_sms: int | None = None
+    streamk_tiles: int = 0
+    split_k: int = 1
+    num_xcds: int = 1
+    chunk_size: int = 1
+    is_swap_ab: bool = False
+
+    def __post_init__(self) -> None:
+        for name, sizes in (("block_m", BLOCK_MN_SIZES), ("block_n", BLOCK_MN_SIZES), ("block_k", BLOCK_K_SIZES)):
+            value = getattr(self, name)
+            _require_int(name, value, 1)
+            if value not in sizes:
+                raise ValueError(f"Schedule.{name} must be a power of two in [{sizes[0]}, {sizes[-1]}], got {value}")
+        _require_int("group_size_m", self.group_size_m, 1)
+        if self.raster not in RASTERS:
+            raise ValueError(f"Schedule.raster must be one of {RASTERS}, got {self.raster!r}")
+        _require_int("num_stages", self.num_stages, 1)
+        _require_int("num_warpgroups", self.num_warpgroups, 1)
+        if self.threads > MAX_THREADS:
+            raise ValueError(
+                f"Schedule.num_warpgroups={self.num_warpgroups} needs {self.threads} threads "
+                f"(128 x (consumers + 1 producer)); a CTA has at most {MAX_THREADS}"
+            )
+        _require_bool("is_persistent", self.is_persistent)
+        if self.num_sms is not None:
+            _require_int("num_sms", self.num_sms, 1)
+            if not self.is_persistent:
+                raise ValueError("Schedule.num_sms applies to persistent schedules only: set is_persistent=True")
+        _require_int("streamk_tiles", self.streamk_tiles, 0)
+        _require_int("split_k", self.split_k, 1)
+        if self.streamk_tiles > 0 and not self.is_persistent:
+            raise ValueError("Schedule.streamk_tiles > 0 needs is_persistent=True (Stream-K runs on a persistent grid)")
+        if self.streamk_tiles > 0 and self.split_k > 1:
+            raise ValueError("Schedule.streamk_tiles > 0 and split_k > 1 cannot be combined: use one of them")
+        _require_int("num_xcds", self.num_xcds, 1)
+        _require_int("chunk_size", self.chunk_size, 1)
+        _require_bool("is_swap_ab", self.is_swap_ab)
+
+    # ---- derived quantities -------------------------------------------------------------
+
+    @property
+    def threads(self) -> int:
+        """Threads per CTA = 128 · (num_warpgroups + 1): the consumer warpgroups plus one
+        producer warpgroup issuing the TMA loads (Hopper warp specialisation)."""
+        return _WARPGROUP_THREADS * (self.num_warpgroups + 1)
+
+    @property
+    def consumer_warps(self) -> int:
+        """Warps doing MMA = 4 · num_warpgroups (Triton's ``num_warps`` for a kernel without
+        a separate producer)."""
+        return 4 * self.num_warpgroups
+
+    # ---- chainable primitives (each returns a new, validated Schedule) ----------------
+
+    @classmethod
+    def default(cls) -> Schedule:
+        """The default schedule: 128x128x64 tiles, grouped raster of 8, 3 stages, 1 consumer
+        warpgroup, one program per tile."""
+        return cls()
+
+    def _with(self, **changes: Any) -> Schedule:
+        return dataclasses.replace(self, **changes)
+
+    def block(self, m: int | None = None, n: int | None = None) -> Schedule:
+        """Output tile block_m x block_n (an omitted side is kept)."""
+        return self._with(
+            block_m=self.block_m if m is None else m,
+            block_n=self.block_n if n is None else n,
+        )
+
+    def tensorize(self, k: int) -> Schedule:
+        """K step of one K-iteration (block_k)."""
+        return self._with(block_k=k)
+
+    def map(self, kind: str, group_size: int | None = None) -> Schedule:
+        """Tile order. kind:
+        "grouped"   raster "m", groups of group_size (default 8) tile-rows, pid_m fastest;
+        "grouped_n" raster "n", groups of group_size (default 8) tile-columns, pid_n fastest;
+        "row"       row-major: tile = pid_m · tiles_n + pid_n (= raster "m", group 1);
+        "column"    column-major: tile = pid_n · tiles_m + pid_m (= raster "n", group 1).
+        """
+        if kind in ("grouped", "grouped_n"):
+            size = 8 if group_size is None else group_size
+            return self._with(raster="m" if kind == "grouped" else "n", group_size_m=size)
+        if kind in ("row", "column"):
+            if group_size not in (None, 1):
+                raise ValueError(f"map({kind!r}) takes no group_size (it is 1), got {group_size!r}")
+            return self._with(raster="m" if kind == "row" else "n", group_size_m=1)
+        raise ValueError(f"map kind must be one of {MAP_KINDS}, got {kind!r}")
+
+    def stages(self, n: int) -> Schedule:
+        """Pipeline depth (num_stages)."""
+        return self._with(num_stages=n)
+
+    def warpgroups(self, n: int) -> Schedule:
+        """Consumer warpgroups (num_warpgroups)."""
+        return self._with(num_warpgroups=n)
+
+    def persistent(self, num_sms: int | None = None) -> Schedule:
+        """Persistent grid; num_sms None = the device's count, given at launch time."""
+        return self._with(is_persistent=True, num_sms=num_sms)
+
+    def streamk(self, tiles: int) -> Schedule:
+        """Stream-K over the last ``tiles`` tiles; implies a persistent grid (0 = off)."""
+        return self._with(streamk_tiles=tiles, is_persistent=self.is_persistent or tiles > 0)
+
+    def splitk(self, n: int) -> Schedule:
+        """Split each tile's K-iterations into n contiguous ranges."""
+        return self._with(split_k=n)
+
+    def chiplet(self, num_xcds: int, chunk_size: int = 1) -> Schedule:
+        """AMD chiplet remapping of program ids over num_xcds XCDs in chunks of chunk_size."""
+        return self._with(num_xcds=num_xcds, chunk_size=chunk_size)
+
+    def swap_ab(self, flag: bool = True) -> Schedule:
+        """Compute Cᵀ = Bᵀ · Aᵀ (kernel problem (N, M))."""
+        return self._with(is_swap_ab=flag)
+
+    # ---- serialisation -----------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the fields (JSON-serialisable)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Schedule:
+        """Inverse of ``to_dict``; unknown keys are an error, missing keys take defaults."""
+        if not isinstance(data, dict):
+            raise ValueError(f"Schedule.from_dict needs a dict, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"Schedule.from_dict: unknown field(s) {unknown}")
+        return cls(**data)
+
+    def __str__(self) -> str:
+        parts = [f"{self.block_m}x{self.block_n}x{self.block_k}", f"raster={self.raster}", f"g={self.group_size_m}",
+                 f"stages={self.num_stages}", f"wg={self.num_warpgroups}"]
+        if self.is_persistent:
+            parts.append(f"persistent({self.num_sms if self.num_sms is not None else 'device'})")
+        if self.streamk_tiles:
+            parts.append(f"streamk={self.streamk_tiles}")
+        if self.split_k > 1:
+            parts.append(f"splitk={self.split_k}")
+        if self.num_xcds > 1:
+            parts.append(f"xcds={self.num_xcds}/chunk={self.chunk_size}")
+        if self.is_swap_ab:
+            parts.append("swap_ab")
+        return " ".join(parts)

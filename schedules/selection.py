@@ -1,0 +1,227 @@
+"""Analytical schedule selection: ``select(M, N, K, dtypes, num_sms, smem_bytes)``.
+
+Every candidate (tile shape x swap-AB x decomposition) gets a modelled time; the fastest wins.
+The model, per SM and per clock, after an H100 SXM (only the ranking matters):
+
+  cpi      = max(2·bm·bn·bk / MMA_FLOPS,  (min(bm, M') + min(bn, N'))·bk·bytes / L2_BYTES)
+             clocks per K-iteration: tensor cores on the padded tile vs operand feed (rows a
+             TMA box has out of bounds are not fetched).
+  critical = K-iterations of the busiest program:
+             data-parallel  ⌈U / S⌉ · I                    (U tiles, S SMs: wave quantisation)
+             split-K        ⌈U / S⌉ · ⌈I / splits⌉          (U = tiles · splits)
+             Stream-K       ⌈F / S⌉ · I + ⌈G / S⌉          (F whole tiles, G Stream-K iterations)
+  t_sm     = critical · cpi + per-tile overhead (pipeline fill, epilogue store) + the partial
+             accumulator traffic and hand-off latency of split-K / Stream-K fix-ups.
+  eff      = I·T / (S · critical): useful work over what S SMs could do in the busiest
+             program's time (wave quantisation and idle SMs both lower it).
+  t_hbm    = ((M·K + K·N)·bytes_in + M·N·bytes_out) / HBM bandwidth / eff: each SM streams
+             about 1/S of the chip's bandwidth, in proportion to its K-iterations, so idle SMs
+             and a ragged last wave leave bandwidth unused.
+  time     = max(t_sm, t_hbm).
+
+Candidates: block_m ∈ {64, 128, 256} (WGMMA M is 64 per warpgroup), block_n ∈ {16 .. 256},
+one consumer warpgroup per 128x128 fp32 accumulators (at most 2), block_k = one 128-byte
+swizzle row, as many stages as the shared memory holds (≤ MAX_STAGES, ≥ 2). swap-AB is
+considered for M ≤ 64 (the kernel computes Cᵀ = Bᵀ·Aᵀ, so the small M becomes WGMMA's N);
+split-K and Stream-K when there are fewer tiles than SMs or a partial last wave. Ties go to the
+candidate with the most slack (the lowest t_sm, when several sit on the HBM floor), then to the
+simpler decomposition, then to less wasted work in edge tiles, then to larger tiles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._checks import check_int
+from .dtypes import DTYPE_BYTES, gemm_dtypes
+from .grid import cdiv, num_k_iters, num_tiles
+from .schedule import Schedule
+
+__all__ = ["Candidate", "Selection", "select", "shared_memory_bytes", "MODES"]
+
+CLOCK_GHZ = 1.83
+MMA_FLOPS_PER_CLK = {1: 8192, 2: 4096, 4: 2048}  # per SM, dense, by input element bytes
+L2_BYTES_PER_CLK = 48  # operand feed per SM
+HBM_BYTES_PER_CLK = 1830  # whole chip, 3.35 TB/s
+TILE_OVERHEAD_CLK = 1000  # pipeline fill + epilogue latency, per tile or Stream-K segment
+SYNC_CLK = 1000  # flag / atomic hand-off latency of a split tile
+SMEM_RESERVE_BYTES = 1024  # mbarriers and bookkeeping
+MAX_STAGES = 6
+WGMMA_M = 64
+ACC_PER_WARPGROUP = 128 * 128  # fp32 accumulators a warpgroup holds (128 registers per thread)
+SWAP_AB_MAX_M = 64
+MAX_SPLIT_K = 16
+BLOCK_M_CHOICES = (64, 128, 256)
+BLOCK_N_CHOICES = (16, 32, 64, 128, 256)
+MODES = ("data-parallel", "split-K", "Stream-K")  # in order of preference at equal time
+
+
+def shared_memory_bytes(s: Schedule, dtypes: object) -> int:
+    """Modelled shared memory of a schedule: num_stages · (block_m + block_n) · block_k ·
+    bytes(a) for the operand ring, + block_m · block_n · bytes(c) to stage the output tile for
+    the TMA store, + SMEM_RESERVE_BYTES for barriers."""
+    a, _, c = gemm_dtypes(dtypes)
+    ring = s.num_stages * (s.block_m + s.block_n) * s.block_k * DTYPE_BYTES[a]
+    return ring + s.block_m * s.block_n * DTYPE_BYTES[c] + SMEM_RESERVE_BYTES
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One scored schedule. Times are modelled microseconds."""
+
+    schedule: Schedule
+    mode: str  # one of MODES
+    time_us: float  # max(sm_us, hbm_us)
+    sm_us: float  # busiest program
+    hbm_us: float  # HBM floor given the busy SMs
+    tiles: int
+    busy: int  # programs (SMs) with work
+    sm_efficiency: float  # useful K-iterations / (num_sms · busiest program's K-iterations)
+    edge_waste: float  # padded MMA work / useful work - 1 (edge tiles, K tail)
+    smem: int  # shared_memory_bytes
+
+    def row(self) -> str:
+        return (f"{self.time_us:9.2f} {self.sm_us:9.2f} {self.hbm_us:9.2f}  {self.mode:13s} {self.tiles:6d} "
+                f"{self.busy:5d} {self.sm_efficiency:6.0%} {1 + self.edge_waste:6.2f}x {self.smem / 1024:7.1f}  "
+                f"{self.schedule}")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """``select(..., explain=True)``: the choice, every candidate best first, and why."""
+
+    schedule: Schedule
+    candidates: tuple[Candidate, ...]
+    notes: tuple[str, ...]
+    problem: str
+
+    def __str__(self) -> str:
+        best = self.candidates[0]
+        lines = [self.problem, *(f"  - {note}" for note in self.notes),
+                 f"chosen: {best.schedule}  [{best.mode}]",
+                 f"  modelled {best.time_us:.2f} us = max(busiest SM {best.sm_us:.2f} us, HBM {best.hbm_us:.2f} us "
+                 f"with {best.busy} SMs busy); {best.tiles} tiles, SM efficiency {best.sm_efficiency:.0%}, "
+                 f"padded work {1 + best.edge_waste:.2f}x useful, smem {best.smem / 1024:.1f} KB",
+                 f"candidates (best first, {min(12, len(self.candidates))} of {len(self.candidates)}):",
+                 "  time_us     sm_us    hbm_us  mode           tiles  busy sm_eff padded smem_kb  schedule"]
+        lines += ["  " + c.row() for c in self.candidates[:12]]
+        return "\n".join(lines)
+
+
+def _pow2_ceil(x: int) -> int:
+    return 1 << (x - 1).bit_length()
+
+
+def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[str, str, str],
+           num_sms: int, smem: int) -> Candidate:
+    a, _, c = dtypes
+    in_bytes, out_bytes = DTYPE_BYTES[a], DTYPE_BYTES[c]
+    bm, bn, bk = s.block_m, s.block_n, s.block_k
+    tiles, iters = cdiv(rows, bm) * cdiv(cols, bn), num_k_iters(K, s)
+    cpi = max(2 * bm * bn * bk / MMA_FLOPS_PER_CLK[in_bytes],
+              (min(bm, rows) + min(bn, cols)) * bk * in_bytes / L2_BYTES_PER_CLK)
+    tile_clk = TILE_OVERHEAD_CLK + bm * bn * out_bytes / L2_BYTES_PER_CLK
+    partial_clk = bm * bn * 4 / L2_BYTES_PER_CLK  # write or read one fp32 partial tile
+    if mode == "split-K":
+        units = tiles * s.split_k
+        per_unit = cdiv(iters, s.split_k)
+        critical = cdiv(units, num_sms) * per_unit
+        sm_clk = critical * cpi + cdiv(units, num_sms) * (tile_clk + SYNC_CLK + partial_clk)
+        busy = min(units, num_sms)
+    elif mode == "Stream-K":
+        full = tiles - s.streamk_tiles
+        sk_iters = cdiv(s.streamk_tiles * iters, num_sms)
+        critical = cdiv(full, num_sms) * iters + sk_iters
+        segments = cdiv(sk_iters, iters) + 1
+        partials = cdiv(iters, sk_iters) - 1  # other contributors an owner waits for
+        sm_clk = (critical * cpi + (cdiv(full, num_sms) + segments) * tile_clk
+                  + SYNC_CLK + (partials + 1) * partial_clk)
+        busy = max(min(full, num_sms), min(s.streamk_tiles * iters, num_sms))
+    else:
+        critical = cdiv(tiles, num_sms) * iters
+        sm_clk = critical * cpi + cdiv(tiles, num_sms) * tile_clk
+        busy = min(tiles, num_sms)
+    efficiency = tiles * iters / (num_sms * critical)
+    hbm_clk = ((rows * K + K * cols) * in_bytes + rows * cols * out_bytes) / HBM_BYTES_PER_CLK / efficiency
+    to_us = 1.0 / (CLOCK_GHZ * 1e3)
+    return Candidate(
+        schedule=s, mode=mode, time_us=max(sm_clk, hbm_clk) * to_us, sm_us=sm_clk * to_us, hbm_us=hbm_clk * to_us,
+        tiles=tiles, busy=busy, sm_efficiency=efficiency,
+        edge_waste=tiles * bm * bn * iters * bk / (rows * cols * K) - 1, smem=smem,
+    )
+
+
+def _decompositions(base: Schedule, tiles: int, iters: int, num_sms: int) -> list[tuple[str, Schedule]]:
+    """Data-parallel always; split-K / Stream-K where the last wave is partial."""
+    options = [("data-parallel", base.persistent(num_sms))]
+    if tiles < num_sms:
+        for splits in range(2, min(iters, MAX_SPLIT_K, cdiv(2 * num_sms, tiles)) + 1):
+            options.append(("split-K", base.splitk(splits)))
+        options.append(("Stream-K", base.persistent(num_sms).streamk(tiles)))
+    elif tiles % num_sms:
+        options.append(("Stream-K", base.persistent(num_sms).streamk(tiles % num_sms)))
+        options.append(("Stream-K", base.persistent(num_sms).streamk(tiles % num_sms + num_sms)))
+    return options
+
+
+def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int,
+           explain: bool = False) -> Schedule | Selection:
+    """Choose a Schedule for C[M, N] = A[M, K] · B[K, N] on a device with num_sms SMs and
+    smem_bytes of shared memory per block (227 KB = 232448 on H100), by the model in the module
+    docstring. dtypes: see ``dtypes.gemm_dtypes``. explain=True returns a Selection (every
+    candidate with its score; ``print`` it)."""
+    check_int("M", M, 1)
+    check_int("N", N, 1)
+    check_int("K", K, 1)
+    check_int("num_sms", num_sms, 1)
+    check_int("smem_bytes", smem_bytes, 1)
+    types = gemm_dtypes(dtypes)
+    in_bytes = DTYPE_BYTES[types[0]]
+    block_k = 128 // in_bytes
+    notes = [f"block_k = {block_k}: one 128-byte swizzle row of {types[0]}"]
+    swaps = [False]
+    if M <= SWAP_AB_MAX_M and N > M:
+        swaps.append(True)
+        notes.append(f"M={M} <= {SWAP_AB_MAX_M} (WGMMA M is 64 per warpgroup): swap-AB considered, "
+                     f"kernel problem {N}x{M}")
+    scored: list[Candidate] = []
+    few_tiles: set[int] = set()
+    ragged: set[int] = set()
+    for swap in swaps:
+        rows, cols = (N, M) if swap else (M, N)
+        for bm in BLOCK_M_CHOICES:
+            for bn in BLOCK_N_CHOICES:
+                warpgroups = cdiv(bm * bn, ACC_PER_WARPGROUP)
+                if bm > max(WGMMA_M, _pow2_ceil(rows)) or bn > max(16, _pow2_ceil(cols)):
+                    continue  # a tile larger than the padded problem only adds waste
+                if warpgroups > 2 or bm % (WGMMA_M * warpgroups):
+                    continue  # each consumer warpgroup owns block_m / warpgroups >= 64 rows
+                one = Schedule(block_m=bm, block_n=bn, block_k=block_k, num_stages=1,
+                               num_warpgroups=warpgroups, is_swap_ab=swap)
+                per_stage = (bm + bn) * block_k * in_bytes
+                stages = min(MAX_STAGES, (smem_bytes - shared_memory_bytes(one, types)) // per_stage + 1)
+                if stages < 2:
+                    continue  # no double buffering: the loads could not overlap the MMAs
+                base = one.stages(stages)
+                smem = shared_memory_bytes(base, types)
+                tiles, iters = num_tiles(M, N, base), num_k_iters(K, base)
+                if tiles < num_sms:
+                    few_tiles.add(tiles)
+                elif tiles % num_sms:
+                    ragged.add(tiles)
+                for mode, s in _decompositions(base, tiles, iters, num_sms):
+                    scored.append(_score(s, mode, rows, cols, K, types, num_sms, smem))
+    if not scored:
+        raise ValueError(f"smem_bytes={smem_bytes} holds no candidate schedule (two stages of a 64x16 tile)")
+    if few_tiles:
+        notes.append(f"tile shapes giving {min(few_tiles)}..{max(few_tiles)} tiles for {num_sms} SMs: "
+                     "split-K and Stream-K over all tiles considered")
+    if ragged:
+        notes.append(f"tile shapes with a partial last wave ({len(ragged)}): Stream-K over the remainder "
+                     "(and remainder + one wave) considered")
+    scored.sort(key=lambda c: (round(c.time_us, 6), round(c.sm_us, 6), MODES.index(c.mode), round(c.edge_waste, 9),
+                               -c.schedule.block_m * c.schedule.block_n, c.schedule.is_swap_ab))
+    if not explain:
+        return scored[0].schedule
+    problem = f"select(M={M}, N={N}, K={K}, dtypes={types}, num_sms={num_sms}, smem_bytes={smem_bytes})"
+    return Selection(scored[0].schedule, tuple(scored), tuple(notes), problem)

@@ -1,0 +1,161 @@
+"""tlgemm.schedules.AutotuneCache: keys, location, atomic concurrent writes, and recovery from
+truncated, foreign and newer-format files."""
+
+import json
+import multiprocessing
+import warnings
+
+import pytest
+
+from tlgemm.schedules import CACHE_FORMAT, AutotuneCache, CacheWarning, Schedule, default_cache_dir, shape_bucket
+
+GPU = "NVIDIA H100 80GB HBM3"
+TUNED = Schedule(block_n=256, num_stages=4, num_warpgroups=2, is_persistent=True, num_sms=132, streamk_tiles=12)
+
+
+def _writer(directory, worker, count, start):
+    """One concurrent writer: `count` distinct entries (N identifies worker and entry)."""
+    cache = AutotuneCache(directory, version="test")
+    start.wait()  # all writers begin together
+    for i in range(count):
+        cache.put(GPU, "tilelang", "bf16", 64, 1000 * (worker + 1) + i, 4096, TUNED.stages(2 + i % 4),
+                  info={"worker": worker, "i": i})
+
+
+def _reader(directory, start, stop):
+    """Reads while the writers write; any CacheWarning (a torn file) becomes an error exit."""
+    warnings.simplefilter("error", CacheWarning)
+    start.wait()
+    while not stop.is_set():
+        AutotuneCache(directory, version="test").entries()
+
+
+def test_put_get_roundtrip(tmp_path):
+    cache = AutotuneCache(tmp_path, version="0.1.0")
+    assert cache.get(GPU, "triton", "bf16", 4096, 7168, 2048) is None  # no file yet
+    cache.put(GPU, "triton", "bf16", 4096, 7168, 2048, TUNED, info={"tflops": 701.5})
+    assert cache.get(GPU, "triton", "bf16", 4096, 7168, 2048) == TUNED
+    # every key component matters
+    assert cache.get(GPU, "tilelang", "bf16", 4096, 7168, 2048) is None
+    assert cache.get("NVIDIA H200", "triton", "bf16", 4096, 7168, 2048) is None
+    assert cache.get(GPU, "triton", "fp16", 4096, 7168, 2048) is None
+    assert cache.get(GPU, "triton", "bf16", 4096, 7168, 4096) is None
+    assert AutotuneCache(tmp_path, version="0.2.0").get(GPU, "triton", "bf16", 4096, 7168, 2048) is None
+    data = json.loads((tmp_path / "autotune.json").read_text())
+    assert data["format"] == CACHE_FORMAT
+    (entry,) = data["entries"].values()
+    assert entry["info"] == {"tflops": 701.5}
+    assert cache.key(GPU, "triton", "bf16", 4096, 7168, 2048) == (
+        f"{GPU}|triton|bfloat16,bfloat16,bfloat16|M=4096,N=7168,K=2048|0.1.0")
+
+
+def test_shape_bucket():
+    # M rounds up to a power of two; N and K stay exact.
+    assert shape_bucket(1, 7168, 2048) == (1, 7168, 2048)
+    assert shape_bucket(100, 7168, 2048) == (128, 7168, 2048)
+    assert shape_bucket(128, 7168, 2048) == (128, 7168, 2048)
+    assert shape_bucket(129, 7168, 2048) == (256, 7168, 2048)
+
+
+def test_bucketed_m_shares_an_entry(tmp_path):
+    cache = AutotuneCache(tmp_path, version="v")
+    cache.put(GPU, "triton", "fp8", 100, 2112, 7168, TUNED)
+    assert cache.get(GPU, "triton", "fp8", 65, 2112, 7168) == TUNED
+    assert cache.get(GPU, "triton", "fp8", 129, 2112, 7168) is None
+
+
+def test_location(tmp_path, monkeypatch):
+    monkeypatch.setenv("TLGEMM_CACHE_DIR", str(tmp_path / "explicit"))
+    assert AutotuneCache().path == tmp_path / "explicit" / "autotune.json"
+    monkeypatch.delenv("TLGEMM_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "tlgemm"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "tlgemm"
+    AutotuneCache(version="v").put(GPU, "triton", "bf16", 1, 2, 3, TUNED)  # creates the directory
+    assert (tmp_path / "home" / ".cache" / "tlgemm" / "autotune.json").is_file()
+
+
+def test_bad_key_parts_raise(tmp_path):
+    cache = AutotuneCache(tmp_path, version="v")
+    with pytest.raises(ValueError, match="gpu must be a non-empty string"):
+        cache.get("", "triton", "bf16", 1, 1, 1)
+    with pytest.raises(ValueError, match="backend must be a non-empty string without"):
+        cache.put(GPU, "tri|ton", "bf16", 1, 1, 1, TUNED)
+    with pytest.raises(ValueError, match="schedule must be a Schedule"):
+        cache.put(GPU, "triton", "bf16", 1, 1, 1, TUNED.to_dict())
+
+
+def test_concurrent_writers_lose_nothing_and_readers_never_see_a_torn_file(tmp_path):
+    workers, count = 4, 25
+    ctx = multiprocessing.get_context("spawn")
+    start, stop = ctx.Barrier(workers + 1), ctx.Event()
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), w, count, start)) for w in range(workers)]
+    reader = ctx.Process(target=_reader, args=(str(tmp_path), start, stop))
+    for p in [*procs, reader]:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    stop.set()
+    reader.join(60)
+    assert reader.exitcode == 0, "a reader saw a partially written cache file"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the file must be whole: no CacheWarning
+        cache = AutotuneCache(tmp_path, version="test")
+        assert len(cache.entries()) == workers * count
+        for w in range(workers):
+            for i in range(count):
+                assert cache.get(GPU, "tilelang", "bf16", 64, 1000 * (w + 1) + i, 4096) == TUNED.stages(2 + i % 4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["autotune.json", "autotune.json.lock"]  # no temp left
+
+
+def test_truncated_file_is_ignored_and_rebuilt(tmp_path):
+    cache = AutotuneCache(tmp_path, version="v")
+    cache.put(GPU, "triton", "bf16", 64, 4096, 4096, TUNED)
+    cache.put(GPU, "triton", "bf16", 64, 8192, 4096, TUNED)
+    raw = cache.path.read_bytes()
+    cache.path.write_bytes(raw[: len(raw) // 2])
+    with pytest.warns(CacheWarning, match="not valid JSON"):
+        assert cache.get(GPU, "triton", "bf16", 64, 4096, 4096) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once per file state, not on every lookup
+        assert cache.get(GPU, "triton", "bf16", 64, 8192, 4096) is None
+    cache.put(GPU, "triton", "bf16", 64, 1024, 4096, TUNED)  # rebuilds a whole file
+    assert list(cache.entries()) == [cache.key(GPU, "triton", "bf16", 64, 1024, 4096)]
+    assert cache.get(GPU, "triton", "bf16", 64, 1024, 4096) == TUNED
+
+
+def test_newer_format_is_ignored_and_rebuilt(tmp_path):
+    cache = AutotuneCache(tmp_path, version="v")
+    key = cache.key(GPU, "triton", "bf16", 64, 4096, 4096)
+    future = {"producer": "tlgemm.autotune", "format": CACHE_FORMAT + 1,
+              "entries": {key: {"schedule": {"tile": [128, 256, 64]}, "info": {}}}}
+    cache.path.write_text(json.dumps(future))
+    with pytest.warns(CacheWarning, match=f"format version {CACHE_FORMAT + 1}"):
+        assert cache.get(GPU, "triton", "bf16", 64, 4096, 4096) is None
+    with pytest.warns(CacheWarning):  # a fresh instance's put reads the same file: warned, then replaced
+        AutotuneCache(tmp_path, version="v").put(GPU, "triton", "bf16", 64, 4096, 4096, TUNED)
+    data = json.loads(cache.path.read_text())
+    assert data["format"] == CACHE_FORMAT
+    assert cache.get(GPU, "triton", "bf16", 64, 4096, 4096) == TUNED
+
+
+@pytest.mark.parametrize("content", [b"[1, 2, 3]", b'{"format": 1, "entries": {}}', b"\xff\xfe binary"])
+def test_foreign_file_is_ignored(tmp_path, content):
+    cache = AutotuneCache(tmp_path, version="v")
+    cache.path.write_bytes(content)
+    with pytest.warns(CacheWarning, match="ignoring autotune cache"):
+        assert cache.get(GPU, "triton", "bf16", 1, 1, 1) is None
+
+
+def test_unusable_entry_is_a_miss_with_a_warning(tmp_path):
+    cache = AutotuneCache(tmp_path, version="v")
+    cache.put(GPU, "triton", "bf16", 64, 4096, 4096, TUNED)
+    data = json.loads(cache.path.read_text())
+    (key,) = data["entries"]
+    data["entries"][key]["schedule"]["block_m"] = 96  # not a valid Schedule
+    cache.path.write_text(json.dumps(data))
+    with pytest.warns(CacheWarning, match="block_m must be a power of two"):
+        assert cache.get(GPU, "triton", "bf16", 64, 4096, 4096) is None

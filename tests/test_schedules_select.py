@@ -1,0 +1,135 @@
+"""tlgemm.schedules.select: the analytical choice on the benchmark shapes (run with -s to see the
+chosen schedules), its explanation, and its input checks."""
+
+import pytest
+
+from tlgemm.schedules import (
+    Schedule,
+    Selection,
+    canonical_dtype,
+    gemm_dtypes,
+    num_programs,
+    select,
+    shared_memory_bytes,
+    work,
+)
+
+H100_SMS = 132
+H100_SMEM = 227 * 1024  # max dynamic shared memory per block on sm_90
+
+SQUARE = [(n, n, n) for n in (1024, 2048, 4096, 8192, 16384)]
+DEEPSEEK_NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+DEEPSEEK = [(m, n, k) for n, k in DEEPSEEK_NK for m in (1, 16, 64, 128, 4096)]
+BENCHMARK = [("bfloat16", shape) for shape in SQUARE + DEEPSEEK] + [("float8_e4m3fn", shape) for shape in DEEPSEEK]
+
+
+def realised_balance(M, N, K, s, num_sms):
+    """(busy SMs, SM efficiency) from the host reference itself: each program's K-iterations
+    from work(); a grid larger than num_sms is dealt to the SMs in waves (pid % num_sms).
+    Efficiency = all K-iterations / (num_sms · the busiest SM's K-iterations)."""
+    load = [0] * num_sms
+    for pid in range(num_programs(M, N, K, s, num_sms)):
+        load[pid % num_sms] += sum(item.k_end - item.k_begin for item in work(pid, M, N, K, s, num_sms))
+    return sum(1 for x in load if x), sum(load) / (num_sms * max(load))
+
+
+def test_select_on_benchmark_shapes():
+    rows = []
+    for dtype, (M, N, K) in BENCHMARK:
+        chosen = select(M, N, K, dtype, H100_SMS, H100_SMEM, explain=True)
+        s = chosen.schedule
+        assert isinstance(s, Schedule) and s == select(M, N, K, dtype, H100_SMS, H100_SMEM)
+        smem = shared_memory_bytes(s, dtype)
+        assert smem <= H100_SMEM, f"{M}x{N}x{K}: {s} needs {smem} B of shared memory"
+        assert s.block_m % (64 * s.num_warpgroups) == 0  # every consumer warpgroup owns >= 64 rows (WGMMA M)
+        busy, efficiency = realised_balance(M, N, K, s, H100_SMS)
+        # Every shape has far more (tile, K-iteration) pairs than SMs, so the work must reach the
+        # SMs: at most 20% of SM-time idle (wave quantisation included) -- the model may keep a
+        # few SMs idle where splitting further costs more in fix-ups than it saves -- and at most
+        # 5% once the problem alone has a wave of 128x256 tiles.
+        label = f"{M}x{N}x{K} {dtype}: {s} busy={busy} eff={efficiency:.2f}"
+        assert busy >= 0.8 * H100_SMS and efficiency >= 0.8, label
+        if M * N >= H100_SMS * 128 * 256:
+            assert efficiency >= 0.95, label
+        assert efficiency == pytest.approx(chosen.candidates[0].sm_efficiency)  # the model counts what work() does
+        if M <= 16 and N >= 1024:
+            assert s.is_swap_ab or s.block_m == 64  # small M: swap-AB or the thinnest WGMMA tile
+        if M * N >= 4096 * 4096:
+            assert s.block_m * s.block_n >= 128 * 128  # large problems use large tiles
+        rows.append(f"{dtype:14s} {M:6d} {N:6d} {K:6d}  {chosen.candidates[0].mode:13s} {busy:4d} {efficiency:5.0%} "
+                    f"{smem / 1024:6.1f} {chosen.candidates[0].time_us:9.2f}  {s}")
+    print("\nselect() on the benchmark set (H100: 132 SMs, 227 KB shared memory)")
+    print(f"{'dtype':14s} {'M':>6s} {'N':>6s} {'K':>6s}  {'mode':13s} busy   eff smemKB  model_us  schedule")
+    print("\n".join(rows))
+
+
+def test_explain_shows_candidates_and_reasoning():
+    sel = select(1, 2112, 7168, "bf16", H100_SMS, H100_SMEM, explain=True)
+    assert isinstance(sel, Selection)
+    assert sel.schedule == sel.candidates[0].schedule
+    times = [c.time_us for c in sel.candidates]
+    assert times == sorted(times)
+    assert any(c.schedule.is_swap_ab for c in sel.candidates)  # M=1 <= 64: swap-AB considered
+    assert {c.mode for c in sel.candidates} == {"data-parallel", "split-K", "Stream-K"}  # few tiles: all three
+    for c in sel.candidates:
+        assert c.time_us == pytest.approx(max(c.sm_us, c.hbm_us))
+    text = str(sel)
+    print("\n" + text)
+    assert "chosen:" in text and "swap-AB considered" in text and "split-K and Stream-K" in text
+
+
+def test_large_m_does_not_swap_and_a_full_wave_stays_data_parallel():
+    sel = select(4096, 4096, 4096, "bf16", H100_SMS, H100_SMEM, explain=True)
+    assert not any(c.schedule.is_swap_ab for c in sel.candidates)  # M > 64: swap-AB never considered
+    # 1536x2816 = 12x11 tiles of 128x256 = exactly 132 tiles: one full wave, nothing to split.
+    sel = select(1536, 2816, 4096, "bf16", H100_SMS, H100_SMEM, explain=True)
+    best = sel.candidates[0]
+    assert best.mode == "data-parallel" and best.tiles == 132 and best.sm_efficiency == 1.0
+    assert best.schedule.block_m * best.schedule.block_n == 128 * 256
+
+
+def test_smem_budget_is_respected():
+    for budget in (64 * 1024, 100 * 1024, H100_SMEM):
+        s = select(4096, 4096, 4096, "bf16", H100_SMS, budget)
+        assert shared_memory_bytes(s, "bf16") <= budget and s.num_stages >= 2
+    with pytest.raises(ValueError, match="holds no candidate"):
+        select(4096, 4096, 4096, "bf16", H100_SMS, 8 * 1024)
+
+
+def test_shared_memory_formula():
+    # 3 stages * (128 + 256) rows * 64 * 2 B = 147456, + 128*256*2 B output staging = 65536, + 1024
+    s = Schedule(block_m=128, block_n=256, block_k=64, num_stages=3)
+    assert shared_memory_bytes(s, "bf16") == 147456 + 65536 + 1024
+    # fp8 inputs, bf16 output by default
+    assert shared_memory_bytes(s, "fp8") == 3 * 384 * 64 + 65536 + 1024
+
+
+def test_dtype_parsing():
+    class FakeTorchDtype:  # str() like torch.bfloat16, without importing torch
+        def __str__(self):
+            return "torch.bfloat16"
+
+    assert canonical_dtype(FakeTorchDtype()) == "bfloat16"
+    assert gemm_dtypes("fp8") == ("float8_e4m3fn", "float8_e4m3fn", "bfloat16")
+    assert gemm_dtypes(("e4m3", "e5m2", "fp32")) == ("float8_e4m3fn", "float8_e5m2", "float32")
+    assert gemm_dtypes("int8") == ("int8", "int8", "int32")
+    with pytest.raises(ValueError, match="unknown dtype"):
+        canonical_dtype("float64")
+    with pytest.raises(ValueError, match="same dtype"):
+        gemm_dtypes(("fp16", "bf16"))
+    with pytest.raises(ValueError, match="dtype of a must be one of"):
+        gemm_dtypes("int32")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((0, 128, 128, "bf16", 132, H100_SMEM), "M must be >= 1"),
+        ((128, 128, 0, "bf16", 132, H100_SMEM), "K must be >= 1"),
+        ((128, 128, 128, "bf16", 0, H100_SMEM), "num_sms must be >= 1"),
+        ((128, 128, 128, "bogus", 132, H100_SMEM), "unknown dtype"),
+    ],
+)
+def test_select_rejects_bad_input(args, message):
+    with pytest.raises(ValueError, match=message):
+        select(*args)
