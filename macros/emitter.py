@@ -465,18 +465,21 @@ class WGMMAEmitter:
 
         @T.macro
         def _tile(a_shared, b_shared, c_local):
-            desc_a = T.alloc_wgmma_desc()
-            desc_b = T.alloc_wgmma_desc()
-            self.init_a_descriptor(desc_a, a_shared, a_stage_offset)
-            self.init_b_descriptor(desc_b, b_shared, b_stage_offset)
-            self.fence_c(c_local)
-            self.arrive()
-            for i, j, ki in atoms:
-                self.ss_atom(desc_a, desc_b, c_local, i, j, ki, clear_accum)
-            self.commit()
-            if wait is not None:
-                self.wait(wait)
-            self.fence_c(c_local)
+            # One statement (a unit loop), so a software pipeline sees the shared-memory
+            # reads of the descriptors and the wgmma that consumes them as one step.
+            for _ in T.serial(1):
+                desc_a = T.alloc_wgmma_desc()
+                desc_b = T.alloc_wgmma_desc()
+                self.init_a_descriptor(desc_a, a_shared, a_stage_offset)
+                self.init_b_descriptor(desc_b, b_shared, b_stage_offset)
+                self.fence_c(c_local)
+                self.arrive()
+                for i, j, ki in atoms:
+                    self.ss_atom(desc_a, desc_b, c_local, i, j, ki, clear_accum)
+                self.commit()
+                if wait is not None:
+                    self.wait(wait)
+                self.fence_c(c_local)
 
         return _tile(a_shared, b_shared, c_local)
 
@@ -487,17 +490,18 @@ class WGMMAEmitter:
 
         @T.macro
         def _tile(a_local, b_shared, c_local):
-            desc_b = T.alloc_wgmma_desc()
-            self.init_b_descriptor(desc_b, b_shared, b_stage_offset)
-            self.fence_a(a_local)
-            self.fence_c(c_local)
-            self.arrive()
-            for i, j, ki in atoms:
-                self.rs_atom(a_local, desc_b, c_local, i, j, ki, clear_accum)
-            self.commit()
-            if wait is not None:
-                self.wait(wait)
-            self.fence_c(c_local)
-            self.fence_a(a_local)
+            for _ in T.serial(1):
+                desc_b = T.alloc_wgmma_desc()
+                self.init_b_descriptor(desc_b, b_shared, b_stage_offset)
+                self.fence_a(a_local)
+                self.fence_c(c_local)
+                self.arrive()
+                for i, j, ki in atoms:
+                    self.rs_atom(a_local, desc_b, c_local, i, j, ki, clear_accum)
+                self.commit()
+                if wait is not None:
+                    self.wait(wait)
+                self.fence_c(c_local)
+                self.fence_a(a_local)
 
         return _tile(a_local, b_shared, c_local)

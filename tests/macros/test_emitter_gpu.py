@@ -5,12 +5,7 @@ import torch
 
 from tlgemm.testing import assert_gemm_close, poisoned, random_operand, reference_gemm
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.xfail(reason="known failure (H200, 2026-11-22): every case runs and writes all outputs but the result is wrong "
-                              "(relative error 0.37-0.70); suspected missing fence.proxy.async between the cp.async "
-                              "stage writes and the wgmma reads in the non-warp-specialised pipeline", strict=False),
-]
+pytestmark = pytest.mark.gpu
 
 TORCH = {"f16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32, "e4m3": torch.float8_e4m3fn,
          "e5m2": torch.float8_e5m2, "s8": torch.int8, "u8": torch.uint8}

@@ -10,7 +10,8 @@ consumers to threads [128, 256) but does not rebind a user-annotated fragment
 layout to that range (only layouts inferred for tile ops are bound), so the
 accumulator would be mis-addressed. This kernel therefore compiles with
 ``tl.disable_warp_specialized`` (PASS_CONFIGS), where the pipeline copies with
-cp.async into the same swizzled layout. M, N, K must be multiples of the block
+cp.async into the same swizzled layout, and the kernel fences the generic-proxy
+copies before the async-proxy wgmma reads. M, N, K must be multiples of the block
 (this kernel proves the emitter; ragged shapes are the backends' business).
 """
 
@@ -72,6 +73,9 @@ def emitter_gemm(M: int, N: int, K: int, a_dtype: str, b_dtype: str, accum_dtype
                     T.copy(B[bx * block_n, ko * block_k], B_shared)
                 else:
                     T.copy(B[ko * block_k, bx * block_n], B_shared)
+                # The copies write shared memory through the generic proxy and wgmma reads it
+                # through the async proxy: fence.proxy.async orders them (PTX ISA 9.7.15.3).
+                T.fence_proxy_async()
                 if register_a:
                     T.copy(A_shared, A_local)
                     em.rs(A_local, B_shared, C_local, clear_accum=clear_in_first_atom and ko == 0)
