@@ -28,7 +28,7 @@ import tilelang.language as T
 from tilelang.layout import Fragment, Layout
 
 from .layouts import operand_layout
-from .operands import DescriptorParams, Major, SwizzleMode, describe, element_type
+from .operands import DescriptorParams, Major, SwizzleMode, choose_swizzle, describe, element_type
 
 __all__ = ["WGMMAEmitter", "legal_n", "widest_n"]
 
@@ -169,8 +169,6 @@ class WGMMAEmitter:
 
     def _default_swizzle(self, tile_mn: int, major: Major, et) -> SwizzleMode:
         """Widest swizzle of the contiguous extent; MN-major also needs whole atoms per instruction."""
-        from .operands import choose_swizzle
-
         if major is Major.K:
             return choose_swizzle(self.block_k, et)
         inst_mn = 64 if tile_mn == self.block_m and et is self.a_type and self.a_source == "shared" else self.shape.inst_n
