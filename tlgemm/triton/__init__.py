@@ -1,1 +1,6 @@
-"""Triton backend: the stages abstractions and kernels built from them."""
+"""Triton backend: the stages abstractions (``tlgemm.triton.stages``), the kernels written
+with them (``tlgemm.triton.kernels``) and their host launchers."""
+
+from .launch import matmul, persistent_matmul, schedule_trace, streamk_matmul
+
+__all__ = ["matmul", "persistent_matmul", "streamk_matmul", "schedule_trace"]

@@ -1,0 +1,308 @@
+"""The Triton kernels and stages run in the Triton interpreter (CPU) against the float64
+reference: ragged shapes, fp32/fp16/bf16 (plus int8 and fp8), persistent and Stream-K, any
+strides, every epilogue. Outputs are NaN-poisoned so an unwritten element fails."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import triton.language as tl
+from triton.language.core import _aggregate
+
+from tlgemm.schedules import (
+    Schedule,
+    chiplet_transform,
+    chiplet_transform_chunked,
+    num_tiles,
+    streamk_plan,
+    tile_contributors,
+)
+from tlgemm.testing import assert_gemm_close, poisoned, random_operand, reference_gemm
+from tlgemm.triton.shim import aggregate
+
+SHAPES = [(37, 53, 29), (1, 64, 128), (130, 70, 300)]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# Small blocks keep the interpreter quick while giving several tiles and K-steps.
+PERSISTENT = Schedule(block_m=32, block_n=32, block_k=32, group_size_m=2).persistent(3)
+STREAMK = Schedule(block_m=32, block_n=32, block_k=32, group_size_m=2, raster="n").streamk(4).persistent(7)
+SCHEDULES = {"persistent": PERSISTENT, "streamk": STREAMK}
+
+
+def _coarser(*dtypes):
+    """The dtype with the loosest tolerance (the output rounding may dominate)."""
+    order = [torch.float32, torch.float16, torch.bfloat16]
+    return max(dtypes, key=order.index)
+
+
+def _scales(M, N, generator, kind):
+    if kind == "per_tensor":
+        return torch.rand(1, generator=generator) + 0.5, torch.rand(1, generator=generator) + 0.5
+    return torch.rand(M, generator=generator) + 0.5, torch.rand(N, generator=generator) + 0.5
+
+
+@pytest.mark.parametrize("kernel", SCHEDULES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_gemm_matches_reference(interp, generator, shape, dtype, kernel):
+    M, N, K = shape
+    a = random_operand((M, K), dtype, generator=generator)
+    b = random_operand((K, N), dtype, generator=generator)
+    out = poisoned((M, N), dtype, "cpu")
+    assert interp.triton.matmul(a, b, SCHEDULES[kernel], out=out) is out
+    assert_gemm_close(out, reference_gemm(a, b), dtype)
+
+
+@pytest.mark.parametrize("kernel", SCHEDULES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("scale_kind", ["per_tensor", "per_row_col"])
+@pytest.mark.parametrize("shape", [(37, 53, 29), (130, 70, 300)], ids=lambda s: "x".join(map(str, s)))
+def test_scaled_gemm_with_bias(interp, generator, shape, scale_kind, dtype, kernel):
+    M, N, K = shape
+    a = random_operand((M, K), dtype, generator=generator)
+    b = random_operand((K, N), dtype, generator=generator)
+    scale_a, scale_b = _scales(M, N, generator, scale_kind)
+    bias = random_operand((N,), dtype, generator=generator)
+    out = poisoned((M, N), torch.bfloat16, "cpu")
+    interp.triton.matmul(a, b, SCHEDULES[kernel], out=out, scale_a=scale_a, scale_b=scale_b, bias=bias)
+    ref = reference_gemm(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias)
+    assert_gemm_close(out, ref, _coarser(dtype, torch.bfloat16))
+
+
+@pytest.mark.parametrize("kernel", SCHEDULES)
+@pytest.mark.parametrize("which", ["scale_a", "scale_b", "bias"])
+def test_single_epilogue_operand(interp, generator, which, kernel):
+    """Each of scale_a (per row), scale_b (per column), bias alone; the other scale is 1."""
+    M, N, K = 45, 38, 70
+    a = random_operand((M, K), torch.float32, generator=generator)
+    b = random_operand((K, N), torch.float32, generator=generator)
+    extra = {"scale_a": torch.rand(M, generator=generator) + 0.5, "scale_b": torch.rand(N, generator=generator) + 0.5,
+             "bias": torch.randn(N, generator=generator)}
+    kwargs = {which: extra[which]}
+    out = poisoned((M, N), torch.float32, "cpu")
+    interp.triton.matmul(a, b, SCHEDULES[kernel], out=out, **kwargs)
+    assert_gemm_close(out, reference_gemm(a, b, **kwargs), torch.float32)
+
+
+def test_bias_is_per_column(interp, generator):
+    """The chosen convention: bias has length N and is added to every row (torch.addmm)."""
+    M, N, K = 20, 36, 16
+    a = random_operand((M, K), torch.float32, generator=generator)
+    b = random_operand((K, N), torch.float32, generator=generator)
+    bias = torch.randn(N, generator=generator)
+    out = interp.triton.matmul(a, b, PERSISTENT, bias=bias)
+    torch.testing.assert_close(out, torch.addmm(bias, a, b), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"bias: expected 36 elements, got 20"):
+        interp.triton.matmul(a, b, PERSISTENT, bias=torch.randn(M, generator=generator))
+
+
+@pytest.mark.parametrize("kernel", SCHEDULES)
+@pytest.mark.parametrize("a_layout", ["row", "col"])
+@pytest.mark.parametrize("b_layout", ["row", "col"])
+def test_any_strides(interp, generator, a_layout, b_layout, kernel):
+    """Row- or column-major A and B, a sliced (padded) A and a transposed output."""
+    M, N, K = 37, 53, 70
+    a = random_operand((M, K) if a_layout == "row" else (K, M), torch.float16, generator=generator)
+    a = a if a_layout == "row" else a.T
+    b = random_operand((K, N) if b_layout == "row" else (N, K), torch.float16, generator=generator)
+    b = b if b_layout == "row" else b.T
+    out = poisoned((N, M), torch.float16, "cpu").T
+    interp.triton.matmul(a, b, SCHEDULES[kernel], out=out)
+    assert_gemm_close(out, reference_gemm(a, b), torch.float16)
+    padded = random_operand((M, K + 9), torch.float16, generator=generator)[:, 3:K + 3]
+    out = poisoned((M, N), torch.float16, "cpu")
+    interp.triton.matmul(padded, b, SCHEDULES[kernel], out=out)
+    assert_gemm_close(out, reference_gemm(padded, b), torch.float16)
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # K = 0: masked lanes wrap modulo 0
+@pytest.mark.parametrize("kernel", SCHEDULES)
+@pytest.mark.parametrize("K", [0, 5, 32])
+def test_short_k(interp, generator, K, kernel):
+    """K = 0 (one fully masked step: zeros, then the epilogue), K < block_k, K = block_k."""
+    M, N = 33, 40
+    a = random_operand((M, K), torch.float32, generator=generator)
+    b = random_operand((K, N), torch.float32, generator=generator)
+    bias = torch.randn(N, generator=generator)
+    out = poisoned((M, N), torch.float32, "cpu")
+    interp.triton.matmul(a, b, SCHEDULES[kernel], out=out, bias=bias)
+    assert_gemm_close(out, reference_gemm(a, b, bias=bias), torch.float32)
+
+
+@pytest.mark.parametrize("kernel", SCHEDULES)
+def test_int8_exact_and_scaled(interp, generator, kernel):
+    M, N, K = 37, 53, 100
+    a = random_operand((M, K), torch.int8, generator=generator)
+    b = random_operand((K, N), torch.int8, generator=generator)
+    out = poisoned((M, N), torch.int32, "cpu")
+    interp.triton.matmul(a, b, SCHEDULES[kernel], out=out)
+    assert torch.equal(out, (a.long() @ b.long()).int())
+    scale_a, scale_b = _scales(M, N, generator, "per_row_col")
+    out = interp.triton.matmul(a, b, SCHEDULES[kernel], scale_a=scale_a, scale_b=scale_b, out_dtype=torch.float32)
+    assert_gemm_close(out, reference_gemm(a, b, scale_a=scale_a, scale_b=scale_b), torch.float32)
+
+
+@pytest.mark.parametrize("kernel", SCHEDULES)
+@pytest.mark.parametrize("dtypes", [(torch.float8_e4m3fn,) * 2, (torch.float8_e5m2,) * 2,
+                                    (torch.float8_e4m3fn, torch.float8_e5m2)], ids=str)
+def test_fp8(interp, generator, dtypes, kernel):
+    M, N, K = 37, 53, 70
+    a = random_operand((M, K), dtypes[0], generator=generator)
+    b = random_operand((K, N), dtypes[1], generator=generator)
+    scale_a, scale_b = _scales(M, N, generator, "per_tensor")
+    out = poisoned((M, N), torch.bfloat16, "cpu")
+    interp.triton.matmul(a, b, SCHEDULES[kernel], out=out, scale_a=scale_a, scale_b=scale_b)
+    assert_gemm_close(out, reference_gemm(a, b, scale_a=scale_a, scale_b=scale_b), torch.float8_e4m3fn)
+
+
+def test_streamk_split_patterns(interp, generator):
+    """Stream-K tiles split over 2-3 programs, programs spanning several tiles, and more
+    programs than Stream-K iterations (q = 0): every partial is added exactly once."""
+    M, N, K = 96, 64, 300  # 3 x 2 tiles of 32 x 32, 10 K-iterations each
+    a = random_operand((M, K), torch.float32, generator=generator)
+    b = random_operand((K, N), torch.float32, generator=generator)
+    base = Schedule(block_m=32, block_n=32, block_k=32)
+    for tiles, sms in [(6, 4), (6, 9), (2, 3), (1, 16), (3, 5)]:
+        out = poisoned((M, N), torch.float32, "cpu")
+        interp.triton.streamk_matmul(a, b, base.streamk(tiles).persistent(sms), out=out)
+        assert_gemm_close(out, reference_gemm(a, b), torch.float32, what=f"streamk_tiles={tiles} num_sms={sms}")
+
+
+@pytest.mark.parametrize("M, N, K, tiles, sms", [(96, 64, 300, 6, 4), (96, 64, 300, 6, 9), (64, 64, 500, 4, 3),
+                                                 (32, 32, 160, 1, 4)])
+def test_streamk_fixup_stores_each_split_tile_once(interp, M, N, K, tiles, sms):
+    """Exactly one contributor of each split tile (the last to publish) is told to store, and
+    the total it reads holds every contributor's partial once."""
+    s = Schedule(block_m=32, block_n=32, block_k=32).streamk(tiles).persistent(sms)
+    plan = streamk_plan(M, N, K, s)
+    T = num_tiles(M, N, s)
+    partials = torch.full((sms, 2, 32, 32), float("nan"))
+    counters = torch.zeros(plan.streamk_tiles, dtype=torch.int32)
+    stores = torch.zeros(T, dtype=torch.int32)
+    totals = torch.full((T, 32, 32), float("nan"))
+    interp.probes.streamk_fixup_probe[(sms,)](partials, counters, stores, totals, M, N, K, BLOCK_M=32, BLOCK_N=32,
+                                             BLOCK_K=32, NUM_SMS=sms, STREAMK_TILES=tiles)
+    split = [t for t in range(T) if t >= plan.full_tiles and len(tile_contributors(t, plan)) > 1]
+    assert split, "the case must split some tile"
+    assert stores.tolist() == [int(t in split) for t in range(T)]
+    for t in split:
+        assert torch.equal(totals[t], torch.full((32, 32), float(plan.iters_per_tile)))
+    assert counters.tolist() == [plan.iters_per_tile if t in split else 0 for t in range(plan.full_tiles, T)]
+
+
+def test_chiplet_schedule_gemm(interp, generator):
+    M, N, K = 130, 70, 64
+    a = random_operand((M, K), torch.float32, generator=generator)
+    b = random_operand((K, N), torch.float32, generator=generator)
+    for s in [PERSISTENT.chiplet(2, 2), STREAMK.chiplet(3, 1), Schedule(block_m=16, block_n=32).chiplet(4, 2)]:
+        out = poisoned((M, N), torch.float32, "cpu")
+        interp.triton.matmul(a, b, s, out=out)
+        assert_gemm_close(out, reference_gemm(a, b), torch.float32, what=str(s))
+
+
+# ---- single stages ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("M, N, pid_m, pid_n", [(70, 53, 2, 1), (5, 3, 0, 0), (64, 96, 1, 2)])
+def test_tile_layout_masks_raw_indices_then_wraps(interp, M, N, pid_m, pid_n):
+    BM, BN = 32, 32
+    rm, rn = torch.empty(BM, dtype=torch.int32), torch.empty(BN, dtype=torch.int32)
+    mask = torch.empty((BM, BN), dtype=torch.int8)
+    interp.probes.tile_layout_probe[(1,)](rm, rn, mask, pid_m, pid_n, M, N, BLOCK_M=BM, BLOCK_N=BN)
+    raw_m, raw_n = pid_m * BM + torch.arange(BM), pid_n * BN + torch.arange(BN)
+    assert torch.equal(rm.long(), raw_m % M)
+    assert torch.equal(rn.long(), raw_n % N)
+    assert torch.equal(mask.bool(), (raw_m[:, None] < M) & (raw_n[None, :] < N))
+
+
+@pytest.mark.parametrize("programs, xcds, chunk", [(16, 8, 1), (13, 4, 2), (30, 8, 3), (7, 2, 4), (64, 8, 4)])
+def test_device_chiplet_transforms_match_host(interp, programs, xcds, chunk):
+    plain, chunked = torch.empty(programs, dtype=torch.int32), torch.empty(programs, dtype=torch.int32)
+    interp.probes.chiplet_probe[(programs,)](plain, chunked, NUM_XCDS=xcds, CHUNK_SIZE=chunk)
+    assert plain.tolist() == [chiplet_transform(p, programs, xcds) for p in range(programs)]
+    assert chunked.tolist() == [chiplet_transform_chunked(p, programs, xcds, chunk) for p in range(programs)]
+
+
+@pytest.mark.parametrize("K", [64, 50])
+def test_reduce_tile_step_by_step(interp, generator, K):
+    """The reference API's per-step loop: reduce_tile, a masked boundary step, store."""
+    M, N, BM, BN, BK = 40, 24, 16, 16, 16
+    a = random_operand((K, M), torch.float32, generator=generator).T
+    b = random_operand((K, N), torch.float32, generator=generator)
+    c = poisoned((M, N), torch.float32, "cpu")
+    grid = (triton_cdiv(M, BM), triton_cdiv(N, BN))
+    interp.probes.reduce_tile_probe[grid](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(),
+                                          BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK)
+    assert_gemm_close(c, reference_gemm(a, b), torch.float32)
+
+
+def test_output_view_load_and_user_mask(interp, generator):
+    M, N, BM, BN = 20, 24, 16, 16
+    c = torch.randn((M, N), generator=generator)
+    expected = c * 2
+    expected[:, ::BN] = c[:, ::BN]
+    interp.probes.output_load_probe[(2, 2)](c, M, N, *c.stride(), BLOCK_M=BM, BLOCK_N=BN)
+    assert torch.equal(c, expected)
+
+
+def triton_cdiv(a, b):
+    return -(-a // b)
+
+
+# ---- the interpreter shim --------------------------------------------------------------------
+
+
+def test_shim_keeps_aggregate_methods_under_the_interpreter():
+    """Without the shim, @aggregate drops @triton.jit methods under TRITON_INTERPRET=1."""
+    import triton
+
+    with triton.knobs.runtime.scope():
+        triton.knobs.runtime.interpret = True
+
+        class Pair:
+            first: tl.tensor
+            second: tl.tensor
+
+            @triton.constexpr_function
+            def __init__(self, first, second):
+                self.first = first
+                self.second = second
+
+            @triton.jit
+            def total(self):
+                return self.first + self.second
+
+        plain, shimmed = _aggregate(Pair), aggregate(Pair)
+    assert not hasattr(plain, "total")
+    assert callable(shimmed.total)
+
+
+def test_under_real_triton_interpret_env():
+    """TRITON_INTERPRET=1 set before triton is imported (a fresh process): the stages and
+    both kernels run through the shim alone."""
+    script = textwrap.dedent("""
+        import torch
+        from triton.runtime.interpreter import InterpretedFunction
+        import tlgemm.triton as T
+        from tlgemm.triton.kernels import streamk_gemm_kernel
+        from tlgemm.schedules import Schedule, num_programs, work
+        from tlgemm.testing import assert_gemm_close, poisoned, random_operand, reference_gemm
+        assert isinstance(streamk_gemm_kernel, InterpretedFunction)
+        g = torch.Generator().manual_seed(7)
+        a = random_operand((37, 29), torch.bfloat16, generator=g)
+        b = random_operand((29, 53), torch.bfloat16, generator=g)
+        bias = random_operand((53,), torch.bfloat16, generator=g)
+        base = Schedule(block_m=16, block_n=32, block_k=16)
+        for s in (base.persistent(3), base.streamk(5).persistent(4)):
+            out = poisoned((37, 53), torch.bfloat16, "cpu")
+            T.matmul(a, b, s, out=out, bias=bias)
+            assert_gemm_close(out, reference_gemm(a, b, bias=bias), torch.bfloat16)
+            P = num_programs(37, 53, 29, s)
+            assert T.schedule_trace(37, 53, 29, s, device="cpu") == [work(p, 37, 53, 29, s) for p in range(P)]
+        print("interpreted ok")
+    """)
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and "interpreted ok" in result.stdout, result.stderr[-4000:]

@@ -1,0 +1,98 @@
+"""Host launchers reject bad input with an error naming the argument and the rule.
+
+Most cases use the interpreter copies (which accept CPU tensors) so that only the rule under
+test is broken; "meta" tensors stand in for a second device and for huge extents."""
+
+import pytest
+import torch
+
+import tlgemm.triton as compiled
+from tlgemm.schedules import Schedule
+
+S = Schedule(block_m=16, block_n=16, block_k=32).persistent(2)
+
+
+def _ab(M=8, N=12, K=16, dtype=torch.float32):
+    return torch.randn(M, K).to(dtype), torch.randn(K, N).to(dtype)
+
+
+CASES = {
+    "a_not_tensor": (lambda: ([[1.0]], _ab()[1]), {}, TypeError, r"a: expected a torch\.Tensor"),
+    "a_3d": (lambda: (torch.randn(2, 8, 16), _ab()[1]), {}, ValueError, r"a: expected a 2-D tensor"),
+    "a_float64": (lambda: _ab(dtype=torch.float64), {}, TypeError, r"a: dtype must be one of"),
+    "dtype_pair": (lambda: (_ab()[0].half(), _ab()[1].bfloat16()), {}, TypeError, r"a, b: dtypes must match"),
+    "int8_with_fp8": (lambda: (_ab()[0].to(torch.int8), _ab()[1].to(torch.float8_e4m3fn)), {}, TypeError,
+                      r"a, b: dtypes must match"),
+    "inner_dims": (lambda: (torch.randn(8, 16), torch.randn(15, 12)), {}, ValueError,
+                   r"a, b: inner dimensions differ: a is \(8, 16\), b is \(15, 12\)"),
+    "schedule_type": (_ab, {"schedule": {"block_m": 16}}, TypeError, r"schedule: expected a tlgemm\.schedules\.Schedule"),
+    "split_k": (_ab, {"schedule": Schedule(split_k=2)}, ValueError, r"schedule: split_k > 1 is not implemented"),
+    "swap_ab": (_ab, {"schedule": Schedule(is_swap_ab=True)}, ValueError, r"schedule: is_swap_ab is not implemented"),
+    "block_k_8bit": (lambda: _ab(dtype=torch.int8), {"schedule": Schedule(block_k=16)}, ValueError,
+                     r"schedule: block_k must be >= 32 for 8-bit inputs, got 16"),
+    "allow_tf32_type": (_ab, {"allow_tf32": 1}, TypeError, r"allow_tf32: expected a bool"),
+    "b_device": (lambda: (_ab()[0], torch.empty(16, 12, device="meta")), {}, ValueError,
+                 r"b: on meta, but a is on cpu"),
+    "span_int32": (lambda: (torch.empty(2**16, 2**15 + 1, device="meta"), torch.empty(2**15 + 1, 4, device="meta")),
+                   {}, ValueError, r"a: spans \d+ elements; the Triton kernels index in int32"),
+    "out_shape": (_ab, {"out": torch.empty(8, 11)}, ValueError, r"out: expected shape \(8, 12\), got \(8, 11\)"),
+    "out_overlap": (_ab, {"out": torch.empty(8, 1).expand(8, 12)}, ValueError, r"out: strides \(1, 0\) make elements"),
+    "out_dtype_conflict": (_ab, {"out": torch.empty(8, 12), "out_dtype": torch.float16}, ValueError,
+                           r"out: dtype torch\.float32 differs from out_dtype=torch\.float16"),
+    "out_dtype_int32_for_float": (_ab, {"out_dtype": torch.int32}, TypeError, r"out_dtype: for torch\.float32 inputs"),
+    "int32_out_with_scale": (lambda: _ab(dtype=torch.int8), {"scale_a": torch.ones(1), "schedule": Schedule().persistent(2)},
+                             ValueError, r"out_dtype: int32 output takes no scale_a/scale_b/bias"),
+    "scale_dtype": (_ab, {"scale_a": torch.ones(8, dtype=torch.float16)}, TypeError, r"scale_a: dtype must be one of"),
+    "scale_a_length": (_ab, {"scale_a": torch.ones(12)}, ValueError, r"scale_a: expected 1 or 8 elements, got 12"),
+    "scale_b_length": (_ab, {"scale_b": torch.ones(8)}, ValueError, r"scale_b: expected 1 or 12 elements, got 8"),
+    "scale_not_tensor": (_ab, {"scale_b": 2.0}, TypeError, r"scale_b: expected a torch\.Tensor"),
+    "bias_dtype": (_ab, {"bias": torch.ones(12, dtype=torch.int32)}, TypeError, r"bias: dtype must be one of"),
+    "bias_length": (_ab, {"bias": torch.ones(8)}, ValueError, r"bias: expected 12 elements, got 8"),
+    "bias_device": (_ab, {"bias": torch.ones(12, device="meta")}, ValueError, r"bias: on meta, but a is on cpu"),
+    "num_sms_missing": (_ab, {"schedule": Schedule().persistent()}, ValueError, r"needs the device's SM count"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_is_named(interp, case):
+    make, kwargs, error, message = CASES[case]
+    a, b = make()
+    kwargs = dict(kwargs)
+    schedule = kwargs.pop("schedule", S)
+    with pytest.raises(error, match=message):
+        interp.triton.matmul(a, b, schedule, **kwargs)
+
+
+def test_compiled_launchers_need_cuda_tensors():
+    a, b = _ab()
+    with pytest.raises(ValueError, match=r"a: on cpu; the Triton kernels need CUDA tensors"):
+        compiled.matmul(a, b, S)
+
+
+def test_kernel_choice_follows_streamk_tiles(interp):
+    a, b = _ab()
+    with pytest.raises(ValueError, match=r"schedule: streamk_tiles > 0 needs streamk_matmul"):
+        interp.triton.persistent_matmul(a, b, S.streamk(2))
+    with pytest.raises(ValueError, match=r"schedule: streamk_matmul needs streamk_tiles > 0"):
+        interp.triton.streamk_matmul(a, b, S)
+
+
+def test_empty_output_launches_nothing(interp):
+    a, b = torch.randn(0, 16), torch.randn(16, 12)
+    out = interp.triton.matmul(a, b, S)
+    assert out.shape == (0, 12) and out.dtype == torch.float32
+
+
+def test_default_output_dtypes(interp):
+    a, b = _ab(dtype=torch.int8)
+    s = Schedule(block_m=16, block_n=16, block_k=32).persistent(2)
+    assert interp.triton.matmul(a, b, s).dtype == torch.int32
+    a, b = _ab(dtype=torch.float8_e5m2)
+    assert interp.triton.matmul(a, b, s, scale_a=torch.ones(1)).dtype == torch.bfloat16
+
+
+def test_schedule_trace_rejects_unsupported_schedules(interp):
+    with pytest.raises(ValueError, match=r"schedule: split_k and is_swap_ab are not implemented"):
+        interp.triton.schedule_trace(8, 8, 8, Schedule(split_k=2), device="cpu")
+    with pytest.raises(TypeError, match=r"schedule: expected a tlgemm\.schedules\.Schedule"):
+        interp.triton.schedule_trace(8, 8, 8, "persistent", device="cpu")

@@ -1,0 +1,128 @@
+"""GEMM kernels written with the stages: persistent, Stream-K, and a schedule-trace kernel.
+
+Both GEMM kernels take any strides, fp32/fp16/bf16/fp8/int8 inputs (QUANTIZED = int8 with
+int32 accumulation) and an optional epilogue: ``A_scale``/``B_scale`` (float32 vectors;
+stride 0 = per-tensor) and ``bias`` (length N). A ``None`` pointer is a compile-time None,
+so the unused epilogue steps are not compiled in.
+"""
+
+import triton
+import triton.language as tl
+
+from .stages import (
+    GemmContext,
+    ScheduleContext,
+    make_bias_view,
+    make_output_view,
+    make_scale_view,
+    make_streamk_workspace,
+    make_tensor_view,
+)
+
+
+@triton.jit
+def persistent_gemm_kernel(
+    A, B, C, A_scale, B_scale, bias, M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    stride_as, stride_bs, stride_bias,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+    RASTER: tl.constexpr, NUM_SMS: tl.constexpr, NUM_XCDS: tl.constexpr, CHUNK_SIZE: tl.constexpr,
+    EVEN_K: tl.constexpr, QUANTIZED: tl.constexpr, ALLOW_TF32: tl.constexpr,
+):
+    """C = epilogue(A · B); program p runs tiles p, p + NUM_SMS, ... whole."""
+    tensorA = make_tensor_view(A, M, K, stride_am, stride_ak)
+    tensorB = make_tensor_view(B, K, N, stride_bk, stride_bn)
+    tensorC = make_output_view(C, M, N, stride_cm, stride_cn)
+    scale_view = make_scale_view(A_scale, B_scale, M, N, stride_as, stride_bs) if A_scale is not None else None
+    bias_view = make_bias_view(bias, N, stride_bias) if bias is not None else None
+
+    ctx = GemmContext(BLOCK_M, BLOCK_N, BLOCK_K, NUM_SMS, NUM_XCDS, GROUP_SIZE_M, CHUNK_SIZE,
+                      allow_tf32=ALLOW_TF32, even_k=EVEN_K, quantized=QUANTIZED, raster=RASTER)
+    sched = ScheduleContext(M, N, K, ctx)
+
+    start, total, stride = sched.persistent_tile_range()
+    for tile_id in tl.range(start, total, stride, flatten=True):
+        out_tile = sched.get_tile_from_idx(tile_id)
+        acc = ctx.reduce_axis(tensorA, tensorB, out_tile)
+        tensorC.store(acc, out_tile, scale=scale_view, bias=bias_view)
+
+
+@triton.jit
+def streamk_gemm_kernel(
+    A, B, C, A_scale, B_scale, bias, partials, counters, M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    stride_as, stride_bs, stride_bias,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+    RASTER: tl.constexpr, NUM_SMS: tl.constexpr, NUM_XCDS: tl.constexpr, CHUNK_SIZE: tl.constexpr,
+    STREAMK_TILES: tl.constexpr, EVEN_K: tl.constexpr, QUANTIZED: tl.constexpr, ALLOW_TF32: tl.constexpr,
+):
+    """C = epilogue(A · B): whole tiles persistently, then this program's contiguous share
+    of the last STREAMK_TILES tiles' K-iterations; split tiles are fixed up in ``partials``."""
+    tensorA = make_tensor_view(A, M, K, stride_am, stride_ak)
+    tensorB = make_tensor_view(B, K, N, stride_bk, stride_bn)
+    tensorC = make_output_view(C, M, N, stride_cm, stride_cn)
+    scale_view = make_scale_view(A_scale, B_scale, M, N, stride_as, stride_bs) if A_scale is not None else None
+    bias_view = make_bias_view(bias, N, stride_bias) if bias is not None else None
+
+    ctx = GemmContext(BLOCK_M, BLOCK_N, BLOCK_K, NUM_SMS, NUM_XCDS, GROUP_SIZE_M, CHUNK_SIZE,
+                      allow_tf32=ALLOW_TF32, even_k=EVEN_K, quantized=QUANTIZED, raster=RASTER)
+    sched = ScheduleContext(M, N, K, ctx, streamk_tiles=STREAMK_TILES)
+    workspace = make_streamk_workspace(partials, counters, sched)
+
+    start, total, stride = sched.persistent_tile_range()
+    for tile_id in tl.range(start, total, stride, flatten=True):
+        out_tile = sched.get_tile_from_idx(tile_id)
+        acc = ctx.reduce_axis(tensorA, tensorB, out_tile)
+        tensorC.store(acc, out_tile, scale=scale_view, bias=bias_view)
+
+    iters = sched.iters_per_tile()
+    it, end = sched.iter_range()
+    while it < end:
+        pid_m, pid_n, k_begin = sched.get_iter(it)
+        k_end = tl.minimum(iters, k_begin + end - it)
+        out_tile = sched.get_tile_from_coord(pid_m, pid_n)
+        acc = ctx.reduce_range(tensorA, tensorB, out_tile, k_begin, k_end)
+        if k_end - k_begin == iters:
+            tensorC.store(acc, out_tile, scale=scale_view, bias=bias_view)
+        elif workspace.publish(acc, it // iters, k_begin, k_end):
+            tensorC.store(workspace.total(it // iters), out_tile, scale=scale_view, bias=bias_view)
+        it += k_end - k_begin
+
+
+@triton.jit
+def schedule_trace_kernel(
+    trace, counts, M, N, K, max_items,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+    RASTER: tl.constexpr, NUM_SMS: tl.constexpr, NUM_XCDS: tl.constexpr, CHUNK_SIZE: tl.constexpr,
+    STREAMK_TILES: tl.constexpr,
+):
+    """The loops of the two GEMM kernels, recording instead of computing: launch program p
+    writes its (pid_m, pid_n, k_begin, k_end) steps in order to trace[p, :counts[p], :]
+    (items past max_items are counted, not written)."""
+    ctx = GemmContext(BLOCK_M, BLOCK_N, BLOCK_K, NUM_SMS, NUM_XCDS, GROUP_SIZE_M, CHUNK_SIZE, raster=RASTER)
+    sched = ScheduleContext(M, N, K, ctx, streamk_tiles=STREAMK_TILES)
+    row = trace + tl.program_id(0) * max_items * 4
+    n = 0
+    iters = sched.iters_per_tile()
+
+    start, total, stride = sched.persistent_tile_range()
+    for tile_id in range(start, total, stride):
+        out_tile = sched.get_tile_from_idx(tile_id)
+        tl.store(row + n * 4 + tl.arange(0, 4), _item(out_tile.pid_m, out_tile.pid_n, 0, iters), mask=n < max_items)
+        n += 1
+
+    it, end = sched.iter_range()
+    while it < end:
+        pid_m, pid_n, k_begin = sched.get_iter(it)
+        k_end = tl.minimum(iters, k_begin + end - it)
+        tl.store(row + n * 4 + tl.arange(0, 4), _item(pid_m, pid_n, k_begin, k_end), mask=n < max_items)
+        n += 1
+        it += k_end - k_begin
+    tl.store(counts + tl.program_id(0), n)
+
+
+@triton.jit
+def _item(pid_m, pid_n, k_begin, k_end):
+    """The vector [pid_m, pid_n, k_begin, k_end]."""
+    i = tl.arange(0, 4)
+    return tl.where(i == 0, pid_m, tl.where(i == 1, pid_n, tl.where(i == 2, k_begin, k_end)))
