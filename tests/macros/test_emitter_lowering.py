@@ -79,8 +79,6 @@ def test_rs_lowering():
 
 
 def test_wait_count_is_emitted():
-    from tilelang import language as T  # noqa: F401
-
     func = emitter_gemm(256, 256, 128, "bf16", "bf16", "f32", "float32", num_stages=2)
     assert "tl::warpgroup_wait<0>()" in lower_to_cuda(func)
 
