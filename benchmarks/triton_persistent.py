@@ -7,8 +7,9 @@ Each kernel is checked against torch.matmul first, then timed with triton.testin
 (median of repeated runs, L2 flushed between runs) on random data. Both Triton kernels use
 128x256x64 tiles, GROUP_SIZE_M 8, 3 stages, 8 warps and min(SMs, tiles) programs (the
 configuration of Triton's 09-persistent-matmul tutorial for 16-bit inputs). The comparison
-kernel below is written in that tutorial's style: offsets wrapped with tl.where and
-contiguity hints, the K tail masked every step, the tile loop flattened with the K loop.
+kernel (tlgemm.bench.tutorial_matmul) is written in that tutorial's style: offsets wrapped
+with tl.where and contiguity hints, the K tail masked every step, the tile loop flattened
+with the K loop.
 Layout "nt" passes B as the transpose of a contiguous [N, K] tensor (the tutorial's
 benchmark); "nn" passes a contiguous [K, N] B. Target: tlgemm >= 0.97x the tutorial kernel.
 """
@@ -21,67 +22,16 @@ import pathlib
 
 import torch
 import triton
-import triton.language as tl
 from triton.testing import do_bench
 
 import tlgemm.triton as tlgemm_triton
+from tlgemm.bench import tutorial_matmul
 from tlgemm.schedules import Schedule
 from tlgemm.triton.kernels import persistent_gemm_kernel
 from tlgemm.triton.launch import _prepare
 
 BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, WARPS = 128, 256, 64, 8, 3, 8
 TARGET_RATIO = 0.97
-
-
-@triton.jit
-def _grouped_tile(tile_id, tiles_m, tiles_n, GROUP_M: tl.constexpr):
-    width = GROUP_M * tiles_n
-    first_m = (tile_id // width) * GROUP_M
-    rows = tl.minimum(tiles_m - first_m, GROUP_M)
-    return first_m + (tile_id % width) % rows, (tile_id % width) // rows
-
-
-@triton.jit
-def tutorial_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                               stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                               BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
-    """Tutorial-style persistent GEMM (the comparison baseline)."""
-    pid = tl.program_id(0)
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    rk = tl.arange(0, BLOCK_K)
-    epilogue_tile = pid - NUM_SMS
-    for tile_id in tl.range(pid, tiles_m * tiles_n, NUM_SMS, flatten=True):
-        pid_m, pid_n = _grouped_tile(tile_id, tiles_m, tiles_n, GROUP_M)
-        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        rm = tl.max_contiguous(tl.multiple_of(tl.where(rm < M, rm, 0), BLOCK_M), BLOCK_M)
-        rn = tl.max_contiguous(tl.multiple_of(tl.where(rn < N, rn, 0), BLOCK_N), BLOCK_N)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_tiles):
-            kk = ki * BLOCK_K + rk
-            a = tl.load(a_ptr + rm[:, None] * stride_am + kk[None, :] * stride_ak,
-                        mask=rk[None, :] < K - ki * BLOCK_K, other=0.0)
-            b = tl.load(b_ptr + kk[:, None] * stride_bk + rn[None, :] * stride_bn,
-                        mask=rk[:, None] < K - ki * BLOCK_K, other=0.0)
-            acc = tl.dot(a, b, acc)
-        epilogue_tile += NUM_SMS
-        pid_m, pid_n = _grouped_tile(epilogue_tile, tiles_m, tiles_n, GROUP_M)
-        cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        tl.store(c_ptr + cm[:, None] * stride_cm + cn[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty),
-                 mask=(cm[:, None] < M) & (cn[None, :] < N))
-
-
-def tutorial_matmul(a, b, c, num_sms):
-    M, K = a.shape
-    N = b.shape[1]
-    grid = (min(num_sms, triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)),)
-    tutorial_persistent_kernel[grid](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(), BLOCK_M=BLOCK_M,
-                                     BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, NUM_SMS=grid[0],
-                                     num_stages=STAGES, num_warps=WARPS)
-    return c
 
 
 def tflops(M, N, K, ms):
@@ -112,7 +62,8 @@ def bench_shape(size, layout, num_sms, schedule, warmup, rep):
         tlgemm_triton.persistent_matmul(a, b, schedule, out=c_ours, num_sms=num_sms)
 
     def tutorial():
-        tutorial_matmul(a, b, c_tutorial, num_sms)
+        tutorial_matmul(a, b, c_tutorial, num_sms, block_m=BLOCK_M, block_n=BLOCK_N, block_k=BLOCK_K,
+                        group_m=GROUP_M, stages=STAGES, warps=WARPS)
 
     def cublas():
         torch.matmul(a, b)

@@ -1,11 +1,30 @@
-"""The ``tlgemm`` command (also ``python -m tlgemm``)."""
+"""The ``tlgemm`` command (also ``python -m tlgemm``).
+
+    tlgemm run M N K --dtype bf16 [--backend auto] [--layout nt]   run, check, TFLOP/s vs cuBLAS (GPU)
+    tlgemm explain M N K --dtype bf16 [--gpu sm90]                 backend, schedule, kernel, instruction, why
+    tlgemm inspect M N K --dtype bf16 --emit tir|cuda|ptx|sass      the TileLang kernel's code
+    tlgemm autotune 4096x4096x4096 ... --dtype bf16                 time candidates, store winners (GPU)
+    tlgemm bench ...                                                the benchmark harness (tlgemm.bench)
+    tlgemm layout [--dtype e4m3 ...]                                operand layouts and WGMMA descriptors
+
+``layout`` imports no torch; the others import it (and TileLang/Triton) when they run.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib
 import sys
 
 from tlgemm.macros.operands import Major, decode, describe, descriptor_for, encode
+
+#: --dtype names -> (torch dtype name, TF32 on).
+_DTYPES = {"fp32": ("float32", False), "tf32": ("float32", True), "fp16": ("float16", False),
+           "bf16": ("bfloat16", False), "e4m3": ("float8_e4m3fn", False), "e5m2": ("float8_e5m2", False),
+           "int8": ("int8", False)}
+_OUT_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int32": "int32"}
+_LAYOUTS = ("nt", "nn", "tn", "tt")
 
 
 def _describe_operand(name: str, tile_mn: int, tile_k: int, dtype: str, major: str) -> list[str]:
@@ -39,9 +58,287 @@ def cmd_layout(args) -> int:
     return 0
 
 
+# ---- shared pieces of run / explain / inspect / autotune -----------------------------------
+
+
+def _input_dtype(name: str):
+    """The torch dtype of a --dtype name; --dtype tf32 turns TF32 on for this process."""
+    import torch
+
+    if name not in _DTYPES:
+        raise ValueError(f"--dtype: {name!r} is not one of {', '.join(_DTYPES)}")
+    dtype, tf32 = _DTYPES[name]
+    if tf32:
+        torch.backends.cuda.matmul.allow_tf32 = True
+    return getattr(torch, dtype)
+
+
+def _output_dtype(name: str | None):
+    import torch
+
+    return None if name is None else getattr(torch, _OUT_DTYPES[name])
+
+
+def _meta_operands(args, dtype):
+    """a [M, K] and b [K, N] on the meta device, stored per --layout (no memory)."""
+    import torch
+
+    layout = args.layout
+    a = torch.empty((args.M, args.K) if layout[0] == "n" else (args.K, args.M), dtype=dtype, device="meta")
+    b = torch.empty((args.K, args.N) if layout[1] == "n" else (args.N, args.K), dtype=dtype, device="meta")
+    return (a if layout[0] == "n" else a.t()), (b if layout[1] == "n" else b.t())
+
+
+def _target(args):
+    """The target of --gpu (default: this machine's GPU, else sm90) and --sm-count."""
+    import torch
+
+    from tlgemm.api import _explain_target
+
+    target = _explain_target(args.gpu or ("cuda" if torch.cuda.is_available() else "sm90"), torch.device("meta"))
+    if args.sm_count is None:
+        return target
+    return dataclasses.replace(target, num_sms=args.sm_count, name=f"{target.name} with {args.sm_count} SMs")
+
+
+def _explain(args, dtype, out_dtype):
+    import tlgemm
+
+    a, b = _meta_operands(args, dtype)
+    return tlgemm.explain(a, b, out_dtype=out_dtype, backend=args.backend, gpu=_target(args))
+
+
+def _gpu(what: str):
+    """The current CUDA device; a clear error where there is none."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(f"{what} runs kernels on a GPU, but torch.cuda.is_available() is False on this machine; "
+                         "`tlgemm explain` and `tlgemm inspect --emit tir|cuda` work without one")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+# ---- commands -----------------------------------------------------------------------------
+
+
+def cmd_explain(args) -> int:
+    """Which backend, schedule, kernel and instruction would run, and why."""
+    print(_explain(args, _input_dtype(args.dtype), _output_dtype(args.out_dtype)))
+    return 0
+
+
+def _missing_cuda_tools(emit: str) -> list[str]:
+    """The CUDA tools --emit ptx/sass needs that TileLang cannot find (nvcc under CUDA_HOME;
+    nvdisasm or cuobjdump on PATH or under CUDA_HOME for SASS)."""
+    import os
+    import shutil
+
+    from tilelang import env
+
+    def under_home(name: str) -> bool:
+        return bool(env.CUDA_HOME) and os.path.exists(os.path.join(env.CUDA_HOME, "bin", name))
+
+    missing = [] if under_home("nvcc") else ["nvcc"]
+    if emit == "sass" and not any(shutil.which(t) or under_home(t) for t in ("nvdisasm", "cuobjdump")):
+        missing.append("nvdisasm or cuobjdump")
+    return missing
+
+
+def cmd_inspect(args) -> int:
+    """The TileLang kernel's code (TIR, CUDA, PTX or SASS) for the schedule explain chooses."""
+    backend = importlib.import_module("tlgemm.tilelang")
+    if not hasattr(backend, "kernel_source"):
+        raise ValueError("inspect: tlgemm.tilelang.kernel_source is not in this installation")
+    missing = _missing_cuda_tools(args.emit) if args.emit in ("ptx", "sass") else []
+    if missing:
+        from tilelang import env
+
+        raise ValueError(f"--emit {args.emit} needs the CUDA toolkit's {' and '.join(missing)}, not found "
+                         f"(CUDA_HOME={env.CUDA_HOME or 'unset'}, and PATH for the disassemblers); --emit tir "
+                         "and --emit cuda need neither a toolkit nor a GPU")
+    dtype, out_dtype = _input_dtype(args.dtype), _output_dtype(args.out_dtype)
+    args.backend = "tilelang"
+    explanation = _explain(args, dtype, out_dtype)
+    sixteen = dtype.itemsize == 2
+    a_major = "K" if args.layout[0] == "n" or not sixteen else "MN"
+    b_major = "K" if args.layout[1] == "t" or not sixteen else "MN"
+    code = backend.kernel_source(args.M, args.N, args.K, dtype, dtype, out_dtype, explanation.schedule,
+                                 a_major=a_major, b_major=b_major, emit="tir" if args.emit == "tir" else "cuda")
+    if args.emit in ("ptx", "sass"):
+        from tilelang import tvm
+        from tilelang.contrib import nvcc
+
+        with tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}):
+            code = nvcc.get_ptx_from_source(code) if args.emit == "ptx" else nvcc.get_sass_from_source(code)
+    print(f"// tlgemm inspect: {explanation.problem}; schedule {explanation.schedule}; "
+          f"A {a_major}-major, B {b_major}-major; --emit {args.emit}")
+    print(code)
+    return 0
+
+
+def cmd_run(args) -> int:
+    """Run tlgemm.matmul once, check it against the float64 reference, time it against cuBLAS."""
+    import torch
+    from triton.testing import do_bench
+
+    import tlgemm
+    from tlgemm.api import _operands
+    from tlgemm.testing import assert_gemm_close, reference_gemm
+
+    device = _gpu("tlgemm run")
+    dtype, out_dtype = _input_dtype(args.dtype), _output_dtype(args.out_dtype)
+    tf32 = dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+    a, b = _operands(args.M, args.N, args.K, dtype, args.layout, device)
+    out = tlgemm.matmul(a, b, out_dtype=out_dtype, backend=args.backend)
+    explanation = tlgemm.explain(a, b, out_dtype=out_dtype, backend=args.backend)
+    print(f"tlgemm run: {explanation.problem}, layout {args.layout}, on {explanation.target.name}")
+    print(f"  backend {explanation.backend}, schedule {explanation.schedule}")
+    try:
+        err = assert_gemm_close(out, reference_gemm(a, b), dtype, allow_tf32=tf32, what="tlgemm.matmul")
+    except AssertionError as failure:
+        print(f"  check: FAILED: {failure}")
+        return 1
+    print(f"  check: relative Frobenius error {err:.2e} against the float64 reference: ok")
+    flop = 2 * args.M * args.N * args.K
+    ms = do_bench(lambda: tlgemm.matmul(a, b, out=out, backend=args.backend), warmup=args.warmup, rep=args.rep,
+                  return_mode="median")
+    print(f"  tlgemm  {ms * 1e3:10.1f} us  {flop / ms * 1e-9:8.1f} TFLOP/s")
+    cublas, why = _cublas(a, b, dtype, out.dtype)
+    if cublas is not None:
+        try:
+            cublas()
+        except RuntimeError as err:
+            cublas, why = None, f"{why} failed: {(str(err).splitlines() or [''])[0]}"
+    if cublas is None:
+        print(f"  cuBLAS  not timed: {why}")
+        return 0
+    ms_ref = do_bench(cublas, warmup=args.warmup, rep=args.rep, return_mode="median")
+    print(f"  cuBLAS  {ms_ref * 1e3:10.1f} us  {flop / ms_ref * 1e-9:8.1f} TFLOP/s  ({why})")
+    print(f"  tlgemm / cuBLAS: {ms_ref / ms:.2f}x")
+    return 0
+
+
+def _cublas(a, b, dtype, out_dtype):
+    """(a callable running cuBLAS on the same problem, what it is) or (None, why not)."""
+    import torch
+
+    if dtype.itemsize > 1:
+        return (lambda: torch.matmul(a, b)), "torch.matmul"
+    if dtype == torch.int8:
+        if a.stride(1) != 1 or b.stride(0) != 1:
+            return None, "torch._int_mm takes a row-major and b column-major (layout nt)"
+        return (lambda: torch._int_mm(a, b)), "torch._int_mm"
+    if a.stride(1) != 1 or b.stride(0) != 1:
+        return None, "torch._scaled_mm takes a row-major and b column-major (layout nt)"
+    one = torch.ones((), dtype=torch.float32, device=a.device)
+    return (lambda: torch._scaled_mm(a, b, one, one, out_dtype=out_dtype)), "torch._scaled_mm, per-tensor scales 1"
+
+
+def cmd_autotune(args) -> int:
+    """Time select()'s best candidates per shape and dtype; store the winners in the cache."""
+    import tlgemm
+    from tlgemm.schedules import AutotuneCache
+
+    device = _gpu("tlgemm autotune")
+    dtypes = [_input_dtype(name) for name in args.dtype.split(",")]
+    out_dtype = _output_dtype(args.out_dtype)
+    cache = AutotuneCache(args.cache_dir) if args.cache_dir else AutotuneCache()
+    results = tlgemm.autotune(args.shapes, dtypes, out_dtype=out_dtype, backend=args.backend, layout=args.layout,
+                              candidates=args.candidates, device=device, cache=cache)
+    print(f"autotune cache: {cache.path}")
+    for r in results:
+        head = f"{r.M}x{r.N}x{r.K} {','.join(r.dtypes)} [{r.backend}]"
+        if r.schedule is None:
+            print(f"{head}: every one of {r.tried} candidates failed; first: {r.failed[0] if r.failed else '-'}")
+        else:
+            print(f"{head}: {r.schedule}  {r.time_us:.1f} us  {r.tflops:.1f} TFLOP/s  "
+                  f"({r.tried} tried, {len(r.failed)} failed)")
+    return 0 if all(r.schedule is not None for r in results) else 1
+
+
+def cmd_bench(argv: list[str]) -> int:
+    """Delegate to tlgemm.bench.main (the benchmark harness)."""
+    try:
+        bench = importlib.import_module("tlgemm.bench")
+    except ModuleNotFoundError as err:
+        if err.name != "tlgemm.bench":
+            raise
+        raise ValueError("bench: tlgemm.bench is not in this installation") from None
+    return bench.main(argv)
+
+
+# ---- parser -------------------------------------------------------------------------------
+
+
+def _shape(text: str) -> tuple[int, int, int]:
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected MxNxK with positive integers, got {text!r}")
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def _problem_arguments(p: argparse.ArgumentParser, *, backend: bool = True) -> None:
+    p.add_argument("M", type=_positive)
+    p.add_argument("N", type=_positive)
+    p.add_argument("K", type=_positive)
+    p.add_argument("--dtype", default="bf16", choices=list(_DTYPES), help="input dtype (tf32: float32 with TF32)")
+    p.add_argument("--out-dtype", choices=list(_OUT_DTYPES), help="output dtype (default: the input's; bf16 for fp8, "
+                                                                   "int32 for int8)")
+    p.add_argument("--layout", default="nt", choices=_LAYOUTS,
+                   help="storage of a and b, BLAS style: n = as given ([M, K], [K, N]), t = transposed storage; "
+                        "nt (default): a row-major, b the transpose of a row-major [N, K] weight")
+    if backend:
+        p.add_argument("--backend", default="auto", choices=["auto", "tilelang", "triton"])
+
+
+def _target_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpu", default=None,
+                   help="sm90 (H100, the default without a GPU), sm80 (A100), gfx942 (MI300X), or cuda[:N] "
+                        "for this machine's GPU (the default when there is one)")
+    p.add_argument("--sm-count", type=_positive, default=None, help="override the target's SM count")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tlgemm", description="Hopper GEMMs from WGMMA macro-instructions")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run a GEMM, check it, report TFLOP/s against cuBLAS (needs a GPU)")
+    _problem_arguments(p)
+    p.add_argument("--warmup", type=_positive, default=25, help="do_bench warm-up, ms")
+    p.add_argument("--rep", type=_positive, default=100, help="do_bench repetition time, ms")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("explain", help="which backend, schedule, kernel and instruction would run, and why")
+    _problem_arguments(p)
+    _target_arguments(p)
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("inspect", help="the TileLang kernel's code for a configuration")
+    _problem_arguments(p, backend=False)
+    _target_arguments(p)
+    p.add_argument("--emit", default="cuda", choices=["tir", "cuda", "ptx", "sass"],
+                   help="tir and cuda need no GPU; ptx and sass need nvcc")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("autotune", help="time schedule candidates and store the winners (needs a GPU)")
+    p.add_argument("shapes", nargs="+", type=_shape, metavar="MxNxK")
+    p.add_argument("--dtype", default="bf16", help=f"comma-separated, of {', '.join(_DTYPES)}")
+    p.add_argument("--out-dtype", choices=list(_OUT_DTYPES))
+    p.add_argument("--layout", default="nt", choices=_LAYOUTS)
+    p.add_argument("--backend", default="auto", choices=["auto", "tilelang", "triton"])
+    p.add_argument("--candidates", type=_positive, default=8, help="select()'s best N candidates are timed")
+    p.add_argument("--cache-dir", default=None, help="autotune cache directory (default: $TLGEMM_CACHE_DIR, "
+                                                     "$XDG_CACHE_HOME/tlgemm or ~/.cache/tlgemm)")
+    p.set_defaults(func=cmd_autotune)
+
+    sub.add_parser("bench", help="the benchmark harness (tlgemm.bench; `tlgemm bench --help`)", add_help=False)
+
     p = sub.add_parser("layout", help="operand layouts, swizzle modes and encoded descriptors of a tile")
     p.add_argument("--dtype", default="bf16")
     p.add_argument("--block-m", type=int, default=128)
@@ -54,10 +351,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        if argv[:1] == ["bench"]:
+            return cmd_bench(argv[1:])
+        args = build_parser().parse_args(argv)
         return args.func(args)
-    except ValueError as err:
+    except (ValueError, TypeError, NotImplementedError) as err:
         print(f"tlgemm: error: {err}", file=sys.stderr)
         return 2
 

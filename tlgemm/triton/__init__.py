@@ -1,6 +1,15 @@
 """Triton backend: the stages abstractions (``tlgemm.triton.stages``), the kernels written
 with them (``tlgemm.triton.kernels``) and their host launchers."""
 
-from .launch import matmul, persistent_matmul, schedule_trace, streamk_matmul
+from .launch import (
+    blockscaled_bmm,
+    blockscaled_matmul,
+    bmm,
+    matmul,
+    persistent_matmul,
+    schedule_trace,
+    streamk_matmul,
+)
 
-__all__ = ["matmul", "persistent_matmul", "streamk_matmul", "schedule_trace"]
+__all__ = ["matmul", "persistent_matmul", "streamk_matmul", "bmm", "blockscaled_matmul", "blockscaled_bmm",
+           "schedule_trace"]

@@ -1,9 +1,11 @@
-"""GEMM kernels written with the stages: persistent, Stream-K, and a schedule-trace kernel.
+"""GEMM kernels written with the stages: persistent, Stream-K, batched, block-scaled FP8,
+and a schedule-trace kernel.
 
-Both GEMM kernels take any strides, fp32/fp16/bf16/fp8/int8 inputs (QUANTIZED = int8 with
-int32 accumulation) and an optional epilogue: ``A_scale``/``B_scale`` (float32 vectors;
-stride 0 = per-tensor) and ``bias`` (length N). A ``None`` pointer is a compile-time None,
-so the unused epilogue steps are not compiled in.
+The persistent, Stream-K and batched kernels take any strides, fp32/fp16/bf16/fp8/int8
+inputs (QUANTIZED = int8 with int32 accumulation) and an optional epilogue: ``A_scale``/
+``B_scale`` (float32 vectors; stride 0 = per-tensor) and ``bias`` (length N). A ``None``
+pointer is a compile-time None, so the unused epilogue steps are not compiled in. The
+block-scaled kernel takes FP8 A [M, K] and B stored [N, K] with group-wise scales.
 """
 
 import triton
@@ -13,6 +15,7 @@ from .stages import (
     GemmContext,
     ScheduleContext,
     make_bias_view,
+    make_group_scale_view,
     make_output_view,
     make_scale_view,
     make_streamk_workspace,
@@ -87,6 +90,65 @@ def streamk_gemm_kernel(
         elif workspace.publish(acc, it // iters, k_begin, k_end):
             tensorC.store(workspace.total(it // iters), out_tile, scale=scale_view, bias=bias_view)
         it += k_end - k_begin
+
+
+@triton.jit
+def batched_gemm_kernel(
+    A, B, C, A_scale, B_scale, bias, BATCH, M, N, K,
+    stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn, stride_cb, stride_cm, stride_cn,
+    stride_as, stride_bs, stride_bias,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+    RASTER: tl.constexpr, NUM_SMS: tl.constexpr, NUM_XCDS: tl.constexpr, CHUNK_SIZE: tl.constexpr,
+    EVEN_K: tl.constexpr, QUANTIZED: tl.constexpr, ALLOW_TF32: tl.constexpr,
+):
+    """C[b] = epilogue(A[b] · B[b]) for b < BATCH; the BATCH · tiles tiles are dealt out
+    persistently, batch-major. A batch stride of 0 reuses one operand for every b."""
+    scale_view = make_scale_view(A_scale, B_scale, M, N, stride_as, stride_bs) if A_scale is not None else None
+    bias_view = make_bias_view(bias, N, stride_bias) if bias is not None else None
+
+    ctx = GemmContext(BLOCK_M, BLOCK_N, BLOCK_K, NUM_SMS, NUM_XCDS, GROUP_SIZE_M, CHUNK_SIZE,
+                      allow_tf32=ALLOW_TF32, even_k=EVEN_K, quantized=QUANTIZED, raster=RASTER)
+    sched = ScheduleContext(M, N, K, ctx)
+
+    start, total, stride = sched.batched_tile_range(BATCH)
+    for tile_id in tl.range(start, total, stride, flatten=True):
+        batch, out_tile = sched.get_batched_tile_from_idx(tile_id)
+        tensorA = make_tensor_view(A + batch * stride_ab, M, K, stride_am, stride_ak)
+        tensorB = make_tensor_view(B + batch * stride_bb, K, N, stride_bk, stride_bn)
+        tensorC = make_output_view(C + batch * stride_cb, M, N, stride_cm, stride_cn)
+        acc = ctx.reduce_axis(tensorA, tensorB, out_tile)
+        tensorC.store(acc, out_tile, scale=scale_view, bias=bias_view)
+
+
+@triton.jit
+def blockscaled_gemm_kernel(
+    A, B, C, A_scale, B_scale, bias, BATCH, M, N, K,
+    stride_ab, stride_am, stride_ak, stride_bb, stride_bn, stride_bk, stride_cb, stride_cm, stride_cn,
+    stride_sab, stride_sam, stride_sak, stride_sbb, stride_sbn, stride_sbk, stride_bias,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+    RASTER: tl.constexpr, NUM_SMS: tl.constexpr, NUM_XCDS: tl.constexpr, CHUNK_SIZE: tl.constexpr,
+    SCALE_GROUP_N: tl.constexpr,
+):
+    """C[b] = (Σ_k-blocks (A[b] · B[b]ᵀ)_block · a_scale · b_scale) + bias for b < BATCH, with
+    A [M, K] and B [N, K] FP8 (B read as its K × N transpose), a_scale [M, K / BLOCK_K] and
+    b_scale [N / SCALE_GROUP_N, K / BLOCK_K] float32; K % BLOCK_K == 0. Each K block's
+    product is promoted into the float32 result with its two scales (DeepGEMM)."""
+    bias_view = make_bias_view(bias, N, stride_bias) if bias is not None else None
+
+    ctx = GemmContext(BLOCK_M, BLOCK_N, BLOCK_K, NUM_SMS, NUM_XCDS, GROUP_SIZE_M, CHUNK_SIZE,
+                      allow_tf32=False, even_k=True, raster=RASTER)
+    sched = ScheduleContext(M, N, K, ctx)
+
+    start, total, stride = sched.batched_tile_range(BATCH)
+    for tile_id in tl.range(start, total, stride, flatten=True):
+        batch, out_tile = sched.get_batched_tile_from_idx(tile_id)
+        tensorA = make_tensor_view(A + batch * stride_ab, M, K, stride_am, stride_ak)
+        tensorB = make_tensor_view(B + batch * stride_bb, K, N, stride_bk, stride_bn)
+        scales = make_group_scale_view(A_scale + batch * stride_sab, B_scale + batch * stride_sbb, M, N,
+                                       stride_sam, stride_sak, stride_sbn, stride_sbk, SCALE_GROUP_N)
+        tensorC = make_output_view(C + batch * stride_cb, M, N, stride_cm, stride_cn)
+        acc = ctx.reduce_axis_blockscaled(tensorA, tensorB, out_tile, scales)
+        tensorC.store(acc, out_tile, bias=bias_view)
 
 
 @triton.jit

@@ -3,35 +3,104 @@
 Rules enforced here (each violation is a TypeError for a wrong type/dtype, else ValueError,
 naming the argument):
 
-* a [M, K] and b [K, N] are 2-D torch tensors with the same dtype, except that fp8
-  e4m3fn/e5m2 may mix; input dtypes fp32, fp16, bf16, fp8 (e4m3fn, e5m2), int8.
+* a [M, K] and b [K, N] (``bmm``: a [B, M, K] and b [B, K, N]) are torch tensors with the
+  same dtype, except that fp8 e4m3fn/e5m2 may mix; input dtypes fp32, fp16, bf16, fp8
+  (e4m3fn, e5m2), int8.
 * Output dtype: fp32/fp16/bf16 (default: the input's; bf16 for fp8); int8 inputs may also
   give int32 (their default), which takes no scale or bias.
 * scale_a: one value or M values (per row of A); scale_b: one value or N values (per column
   of B); both float32. bias: N float values, added to every row (torch.addmm).
+* Block-scaled FP8 (``blockscaled_matmul``/``blockscaled_bmm``): a [M, K] and b [N, K] fp8,
+  scale_a [M, K/128] and scale_b [N/128, K/128] float32 (a batch dimension in front for the
+  batched form); K and N multiples of 128; block_k = 128.
 * All tensors on one device: CUDA, or CPU while interpreting (TRITON_INTERPRET=1).
-* Any strides, but every tensor spans fewer than 2**31 elements (the kernels index in
-  int32) and ``out`` must not overlap itself.
+* Any strides (a batch stride of 0 broadcasts), but every tensor spans fewer than 2**31
+  elements (the kernels index in int32) and ``out`` must not overlap itself.
 * The schedule: a tlgemm.schedules.Schedule without split_k or swap-AB (not implemented by
-  this backend); block_k >= 32 for 8-bit inputs (tl.dot's minimum K for 8-bit operands).
+  this backend; ``bmm`` and the block-scaled kernels also without Stream-K); block_k >= 32
+  for 8-bit inputs (tl.dot's minimum K for 8-bit operands); its operand ring
+  (``operand_ring_bytes``) must fit the device's shared memory, and a kernel that Triton
+  compiles to more shared memory than the device has is reported as a ValueError naming
+  ``schedule`` too.
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import torch
+from triton.runtime.errors import OutOfResources
 
-from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
+from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, resolve_num_sms
 
-from .kernels import persistent_gemm_kernel, schedule_trace_kernel, streamk_gemm_kernel
+from .kernels import (
+    batched_gemm_kernel,
+    blockscaled_gemm_kernel,
+    persistent_gemm_kernel,
+    schedule_trace_kernel,
+    streamk_gemm_kernel,
+)
 from .shim import interpreting
 
-__all__ = ["matmul", "persistent_matmul", "streamk_matmul", "schedule_trace"]
+__all__ = [
+    "matmul", "persistent_matmul", "streamk_matmul", "bmm", "blockscaled_matmul", "blockscaled_bmm",
+    "schedule_trace", "operand_ring_bytes", "check_shared_memory", "shared_memory_limit",
+    "default_blockscaled_schedule", "SCALE_BLOCK",
+]
 
 _INTERPRETED = interpreting()
 _FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 _INPUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int8) + _FP8
 _FLOAT_OUT = (torch.float32, torch.float16, torch.bfloat16)
 _INT32_INDEX = 2**31
+#: Scale block of the block-scaled FP8 GEMM (DeepSeek-V3 / DeepGEMM): A scales per row and
+#: 128 K-elements, B scales per 128 × 128 block.
+SCALE_BLOCK = 128
+
+
+# ---- shared memory ---------------------------------------------------------------------------
+
+
+def operand_ring_bytes(schedule: Schedule, a_dtype: torch.dtype, b_dtype: torch.dtype) -> int:
+    """Shared memory of the pipelined operand tiles: num_stages · (block_m · block_k · |a| +
+    block_k · block_n · |b|) bytes (each stage holds one K-step's A and B tiles). Triton may
+    allocate more (e.g. TF32 operands with unaligned strides), never less."""
+    per_stage = schedule.block_m * schedule.block_k * a_dtype.itemsize + schedule.block_k * schedule.block_n * b_dtype.itemsize
+    return schedule.num_stages * per_stage
+
+
+def check_shared_memory(schedule: Schedule, a_dtype: torch.dtype, b_dtype: torch.dtype, limit: int | None) -> None:
+    """ValueError naming ``schedule`` when its operand ring exceeds ``limit`` bytes (None: no limit)."""
+    need = operand_ring_bytes(schedule, a_dtype, b_dtype)
+    if limit is not None and need > limit:
+        raise ValueError(
+            f"schedule: {schedule} needs {need} bytes of shared memory for {a_dtype} x {b_dtype} operands "
+            f"(num_stages x (block_m*block_k + block_k*block_n) x element bytes), more than the {limit} bytes "
+            f"per block of the device; use smaller blocks or fewer stages")
+
+
+def shared_memory_limit(device: torch.device) -> int | None:
+    """Opt-in shared memory per block of a CUDA device (227 KiB = 232448 bytes on H100/H200),
+    None for other devices (the interpreter has no such limit)."""
+    if device.type != "cuda":
+        return None
+    return torch.cuda.get_device_properties(device).shared_memory_per_block_optin
+
+
+def _launch(kernel, grid, schedule, args, meta):
+    """kernel[grid](*args, **meta); Triton's shared-memory OutOfResources (raised when the
+    compiled kernel is loaded) becomes a ValueError naming ``schedule``."""
+    try:
+        kernel[grid](*args, **meta)
+    except OutOfResources as error:
+        if error.name != "shared memory":
+            raise
+        raise ValueError(
+            f"schedule: {schedule} compiles to a kernel using {error.required} bytes of shared memory, more than "
+            f"the device's {error.limit}; use smaller blocks or fewer stages") from error
+
+
+# ---- validation ------------------------------------------------------------------------------
 
 
 def _check_tensor(name, t, ndim=None):
@@ -44,26 +113,25 @@ def _check_tensor(name, t, ndim=None):
         raise ValueError(f"{name}: spans {span} elements; the Triton kernels index in int32 (< 2**31)")
 
 
-def _check_device(device, named):
+def _check_device(device, named, first="a"):
     for name, t in named:
         if t is not None and t.device != device:
-            raise ValueError(f"{name}: on {t.device}, but a is on {device}; all tensors must share a device")
+            raise ValueError(f"{name}: on {t.device}, but {first} is on {device}; all tensors must share a device")
     if device.type != "cuda" and not _INTERPRETED:
-        raise ValueError(f"a: on {device}; the Triton kernels need CUDA tensors (CPU only under TRITON_INTERPRET=1)")
+        raise ValueError(f"{first}: on {device}; the Triton kernels need CUDA tensors (CPU only under TRITON_INTERPRET=1)")
 
 
 def _check_no_overlap(name, t):
-    """2-D non-overlap: some order of the axes has each stride >= the span of the inner one."""
-    (m, n), (sm, sn) = t.shape, t.stride()
-    if m <= 1 or n <= 1:
-        ok = (m <= 1 or sm >= 1) and (n <= 1 or sn >= 1)
-    else:
-        ok = (sn >= 1 and sm >= n * sn) or (sm >= 1 and sn >= m * sm)
-    if not ok:
-        raise ValueError(f"{name}: strides {t.stride()} make elements of shape {tuple(t.shape)} overlap")
+    """Non-overlap: ordered by stride, each axis of size > 1 has a stride of at least one
+    past the last element reached by the smaller-stride axes."""
+    span = 0
+    for size, stride in sorted((d for d in zip(t.shape, t.stride()) if d[0] > 1), key=lambda d: d[1]):
+        if stride <= span:
+            raise ValueError(f"{name}: strides {t.stride()} make elements of shape {tuple(t.shape)} overlap")
+        span += (size - 1) * stride
 
 
-def _vector(name, v, lengths, dtypes, device):
+def _vector(name, v, lengths, dtypes, device, first="a"):
     """(flat tensor, stride) of a scale/bias vector; stride 0 for a single value."""
     if not isinstance(v, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(v).__name__}")
@@ -72,7 +140,7 @@ def _vector(name, v, lengths, dtypes, device):
     if v.numel() not in lengths:
         raise ValueError(f"{name}: expected {' or '.join(map(str, lengths))} elements, got {v.numel()}")
     if v.device != device:
-        raise ValueError(f"{name}: on {v.device}, but a is on {device}; all tensors must share a device")
+        raise ValueError(f"{name}: on {v.device}, but {first} is on {device}; all tensors must share a device")
     flat = v.reshape(-1)
     _check_tensor(name, flat)
     return flat, (flat.stride(0) if flat.numel() > 1 else 0)
@@ -91,16 +159,47 @@ def _out_dtype(a_dtype, out_dtype, epilogue):
     return out_dtype
 
 
-def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms):
-    """Validate everything; return (out, the kernel arguments, the compile-time arguments)."""
-    _check_tensor("a", a, 2)
-    _check_tensor("b", b, 2)
+def _check_schedule(schedule):
     if not isinstance(schedule, Schedule):
         raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
     if schedule.split_k > 1:
         raise ValueError("schedule: split_k > 1 is not implemented by the Triton backend (use streamk_tiles)")
     if schedule.is_swap_ab:
         raise ValueError("schedule: is_swap_ab is not implemented by the Triton backend (pass b.T, a.T instead)")
+
+
+def _check_out(out, shape, out_dtype, ndim):
+    _check_tensor("out", out, ndim)
+    if tuple(out.shape) != shape:
+        raise ValueError(f"out: expected shape {shape}, got {tuple(out.shape)}")
+    _check_no_overlap("out", out)
+    if out_dtype is not None and out.dtype != out_dtype:
+        raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
+
+
+def _num_sms(schedule, num_sms, device):
+    """``num_sms``, or the CUDA device's SM count where a persistent schedule needs one and
+    neither it nor the caller gives one."""
+    if schedule.is_persistent and schedule.num_sms is None and num_sms is None and device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return num_sms
+
+
+def _grid_size(units, schedule, num_sms, device):
+    """Programs to launch for ``units`` whole tiles: min(SMs, units) when persistent, else
+    one per tile (tlgemm.schedules.num_programs without split-K or Stream-K)."""
+    if not schedule.is_persistent:
+        return units
+    return min(resolve_num_sms(schedule, _num_sms(schedule, num_sms, device)), units)
+
+
+def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms, *, batched=False):
+    """Validate a GEMM (``batched``: one per leading index); return a namespace with out,
+    the epilogue arguments (sa, sb, bias and their strides), shape, grid size P and meta."""
+    ndim = 3 if batched else 2
+    _check_tensor("a", a, ndim)
+    _check_tensor("b", b, ndim)
+    _check_schedule(schedule)
     if not isinstance(allow_tf32, bool):
         raise TypeError(f"allow_tf32: expected a bool, got {type(allow_tf32).__name__}")
     for name, t in (("a", a), ("b", b)):
@@ -108,25 +207,23 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32,
             raise TypeError(f"{name}: dtype must be one of {[str(d) for d in _INPUT_DTYPES]}, got {t.dtype}")
     if a.dtype != b.dtype and not (a.dtype in _FP8 and b.dtype in _FP8):
         raise TypeError(f"a, b: dtypes must match (only fp8 e4m3fn/e5m2 may mix), got {a.dtype} and {b.dtype}")
-    if a.shape[1] != b.shape[0]:
+    if batched and a.shape[0] != b.shape[0]:
+        raise ValueError(f"a, b: batch sizes differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"a, b: inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
-    eight_bit = a.element_size() == 1
-    if eight_bit and schedule.block_k < 32:
+    if a.element_size() == 1 and schedule.block_k < 32:
         raise ValueError(f"schedule: block_k must be >= 32 for 8-bit inputs, got {schedule.block_k}")
-    (M, K), N = a.shape, b.shape[1]
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = a.shape[0] if batched else 1
+    shape = (batch, M, N) if batched else (M, N)
     device = a.device
     if out is not None:
-        _check_tensor("out", out, 2)
-        if tuple(out.shape) != (M, N):
-            raise ValueError(f"out: expected shape {(M, N)}, got {tuple(out.shape)}")
-        _check_no_overlap("out", out)
-        if out_dtype is not None and out.dtype != out_dtype:
-            raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
+        _check_out(out, shape, out_dtype, ndim)
     _check_device(device, (("b", b), ("out", out)))
     epilogue = scale_a is not None or scale_b is not None or bias is not None
     out_dtype = _out_dtype(a.dtype, out_dtype if out is None else out.dtype, epilogue)
     if out is None:
-        out = torch.empty((M, N), dtype=out_dtype, device=device)
+        out = torch.empty(shape, dtype=out_dtype, device=device)
     scales = (None, None, 0, 0)
     if scale_a is not None or scale_b is not None:
         ones = torch.ones(1, dtype=torch.float32, device=device)
@@ -136,15 +233,17 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32,
     bias_arg, bias_stride = None, 0
     if bias is not None:
         bias_arg, bias_stride = _vector("bias", bias, (N,), _FLOAT_OUT, device)
-    P = None
-    if M and N:
-        if schedule.is_persistent and schedule.num_sms is None and num_sms is None and device.type == "cuda":
-            num_sms = torch.cuda.get_device_properties(device).multi_processor_count
-        P = num_programs(M, N, K, schedule, num_sms)
-    args = (a, b, out, scales[0], scales[1], bias_arg, M, N, K,
-            a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
-            scales[2], scales[3], bias_stride)
-    return out, args, kernel_meta(schedule, P, K, quantized=a.dtype == torch.int8, allow_tf32=allow_tf32)
+    check_shared_memory(schedule, a.dtype, b.dtype, shared_memory_limit(device))
+    P = 0
+    if batch and M and N:
+        if batched:
+            P = _grid_size(batch * num_tiles(M, N, schedule), schedule, num_sms, device)
+        else:
+            P = num_programs(M, N, K, schedule, _num_sms(schedule, num_sms, device))
+    return SimpleNamespace(
+        out=out, M=M, N=N, K=K, batch=batch, P=P,
+        epilogue=(scales[0], scales[1], bias_arg), epilogue_strides=(scales[2], scales[3], bias_stride),
+        meta=kernel_meta(schedule, P, K, quantized=a.dtype == torch.int8, allow_tf32=allow_tf32))
 
 
 def kernel_meta(schedule, num_programs, K, *, quantized, allow_tf32=False):
@@ -157,6 +256,14 @@ def kernel_meta(schedule, num_programs, K, *, quantized, allow_tf32=False):
                 num_warps=schedule.consumer_warps, num_stages=schedule.num_stages)
 
 
+def _args_2d(a, b, g):
+    """Arguments of the persistent and Stream-K kernels (before the workspace)."""
+    return ((a, b, g.out, *g.epilogue, g.M, g.N, g.K, *a.stride(), *b.stride(), *g.out.stride(), *g.epilogue_strides))
+
+
+# ---- launchers -------------------------------------------------------------------------------
+
+
 def persistent_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None, bias=None,
                       allow_tf32=False, num_sms=None):
     """C = (scale_a · A @ B · scale_b) + bias with the persistent kernel (schedule without
@@ -167,10 +274,10 @@ def persistent_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None,
     on large problems all have P = the SM count."""
     if isinstance(schedule, Schedule) and schedule.streamk_tiles:
         raise ValueError("schedule: streamk_tiles > 0 needs streamk_matmul (or matmul)")
-    out, args, meta = _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms)
-    if meta["NUM_SMS"]:
-        persistent_gemm_kernel[(meta["NUM_SMS"],)](*args, **meta)
-    return out
+    g = _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms)
+    if g.P:
+        _launch(persistent_gemm_kernel, (g.P,), schedule, _args_2d(a, b, g), g.meta)
+    return g.out
 
 
 def streamk_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None, bias=None,
@@ -178,23 +285,141 @@ def streamk_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, sc
     """Like ``persistent_matmul`` with the Stream-K kernel (schedule.streamk_tiles > 0)."""
     if isinstance(schedule, Schedule) and not schedule.streamk_tiles:
         raise ValueError("schedule: streamk_matmul needs streamk_tiles > 0 (see Schedule.streamk)")
-    out, args, meta = _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms)
-    P = meta["NUM_SMS"]
-    if P:
-        M, N = out.shape
-        acc_dtype = torch.int32 if meta["QUANTIZED"] else torch.float32
-        partials = torch.empty((P, 2, schedule.block_m, schedule.block_n), dtype=acc_dtype, device=out.device)
-        counters = torch.zeros(min(schedule.streamk_tiles, num_tiles(M, N, schedule)), dtype=torch.int32,
-                               device=out.device)
-        streamk_gemm_kernel[(P,)](*args[:6], partials, counters, *args[6:], STREAMK_TILES=schedule.streamk_tiles,
-                                  **meta)
-    return out
+    g = _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms)
+    if g.P:
+        acc_dtype = torch.int32 if g.meta["QUANTIZED"] else torch.float32
+        partials = torch.empty((g.P, 2, schedule.block_m, schedule.block_n), dtype=acc_dtype, device=g.out.device)
+        counters = torch.zeros(min(schedule.streamk_tiles, num_tiles(g.M, g.N, schedule)), dtype=torch.int32,
+                               device=g.out.device)
+        args = _args_2d(a, b, g)
+        _launch(streamk_gemm_kernel, (g.P,), schedule, (*args[:6], partials, counters, *args[6:]),
+                dict(g.meta, STREAMK_TILES=schedule.streamk_tiles))
+    return g.out
 
 
 def matmul(a, b, schedule, **kwargs):
     """``streamk_matmul`` when schedule.streamk_tiles > 0, else ``persistent_matmul``."""
     launcher = streamk_matmul if isinstance(schedule, Schedule) and schedule.streamk_tiles else persistent_matmul
     return launcher(a, b, schedule, **kwargs)
+
+
+def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None, bias=None, allow_tf32=False,
+        num_sms=None):
+    """C[i] = (scale_a · A[i] @ B[i] · scale_b) + bias for a [B, M, K], b [B, K, N] (any
+    strides; batch stride 0 broadcasts one matrix), same dtype rules as ``matmul``; scale_a,
+    scale_b and bias are shared by every batch. One persistent launch over all B · tiles
+    tiles (no Stream-K). Returns ``out`` [B, M, N]."""
+    if isinstance(schedule, Schedule) and schedule.streamk_tiles:
+        raise ValueError("schedule: streamk_tiles > 0 is not implemented for bmm (use a persistent schedule)")
+    g = _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms, batched=True)
+    if g.P:
+        args = (a, b, g.out, *g.epilogue, g.batch, g.M, g.N, g.K, *a.stride(), *b.stride(), *g.out.stride(),
+                *g.epilogue_strides)
+        _launch(batched_gemm_kernel, (g.P,), schedule, args, g.meta)
+    return g.out
+
+
+# ---- block-scaled FP8 ------------------------------------------------------------------------
+
+
+def default_blockscaled_schedule(M: int) -> Schedule:
+    """Persistent, block_k = SCALE_BLOCK (one scale per K-step), 128-column tiles, 4 stages.
+    M <= 64: 64-row tiles on one consumer warpgroup (wgmma's M per warpgroup is 64); else
+    128-row tiles on two, so the result and the K-block partial (two fp32 tiles) take
+    2 · 64 registers per thread. Operand ring: 96 or 128 KiB."""
+    if M <= 64:
+        return Schedule(block_m=64, block_n=128, block_k=SCALE_BLOCK, num_stages=4).persistent()
+    return Schedule(block_m=128, block_n=128, block_k=SCALE_BLOCK, num_stages=4, num_warpgroups=2).persistent()
+
+
+def blockscaled_kernel_meta(schedule, num_programs):
+    """Compile-time arguments of ``blockscaled_gemm_kernel``."""
+    return dict(BLOCK_M=schedule.block_m, BLOCK_N=schedule.block_n, BLOCK_K=schedule.block_k,
+                GROUP_SIZE_M=schedule.group_size_m, RASTER=schedule.raster, NUM_SMS=num_programs,
+                NUM_XCDS=schedule.num_xcds, CHUNK_SIZE=schedule.chunk_size, SCALE_GROUP_N=SCALE_BLOCK,
+                num_warps=schedule.consumer_warps, num_stages=schedule.num_stages)
+
+
+def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched):
+    """Validate and launch a block-scaled GEMM; ``names`` are the caller's argument names of
+    (a, b, scale_a, scale_b)."""
+    na, nb, nsa, nsb = names
+    ndim = 3 if batched else 2
+    _check_tensor(na, a, ndim)
+    _check_tensor(nb, b, ndim)
+    for name, t in ((na, a), (nb, b)):
+        if t.dtype not in _FP8:
+            raise TypeError(f"{name}: dtype must be one of {[str(d) for d in _FP8]}, got {t.dtype}")
+    if batched and a.shape[0] != b.shape[0]:
+        raise ValueError(f"{na}, {nb}: batch sizes differ: {na} is {tuple(a.shape)}, {nb} is {tuple(b.shape)}")
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"{na}, {nb}: K differs ({nb} is [N, K]): {na} is {tuple(a.shape)}, {nb} is {tuple(b.shape)}")
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-2]
+    batch = (a.shape[0],) if batched else ()
+    if K % SCALE_BLOCK:
+        raise ValueError(f"{na}: K = {K} must be a multiple of {SCALE_BLOCK} (the scale block along K)")
+    if N % SCALE_BLOCK:
+        raise ValueError(f"{nb}: N = {N} must be a multiple of {SCALE_BLOCK} (the row block of {nsb})")
+    for name, t, expected in ((nsa, scale_a, (*batch, M, K // SCALE_BLOCK)),
+                              (nsb, scale_b, (*batch, N // SCALE_BLOCK, K // SCALE_BLOCK))):
+        _check_tensor(name, t, ndim)
+        if t.dtype != torch.float32:
+            raise TypeError(f"{name}: dtype must be torch.float32, got {t.dtype}")
+        if tuple(t.shape) != expected:
+            raise ValueError(f"{name}: expected shape {expected}, got {tuple(t.shape)}")
+    if schedule is None:
+        schedule = default_blockscaled_schedule(M)
+    _check_schedule(schedule)
+    if schedule.block_k != SCALE_BLOCK:
+        raise ValueError(f"schedule: block_k must be {SCALE_BLOCK} (the scale block along K), got {schedule.block_k}")
+    if schedule.streamk_tiles:
+        raise ValueError("schedule: streamk_tiles > 0 is not implemented for the block-scaled GEMM")
+    shape = (*batch, M, N)
+    if out is not None:
+        _check_out(out, shape, out_dtype, ndim)
+        out_dtype = out.dtype
+    out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
+    if not isinstance(out_dtype, torch.dtype):
+        raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
+    if out_dtype not in _FLOAT_OUT:
+        raise TypeError(f"out_dtype: must be one of {[str(d) for d in _FLOAT_OUT]}, got {out_dtype}")
+    device = a.device
+    _check_device(device, ((nb, b), (nsa, scale_a), (nsb, scale_b), ("out", out), ("bias", bias)), first=na)
+    bias_arg, bias_stride = None, 0
+    if bias is not None:
+        bias_arg, bias_stride = _vector("bias", bias, (N,), _FLOAT_OUT, device, first=na)
+    check_shared_memory(schedule, a.dtype, b.dtype, shared_memory_limit(device))
+    if out is None:
+        out = torch.empty(shape, dtype=out_dtype, device=device)
+    units = (batch[0] if batch else 1) * num_tiles(M, N, schedule)
+    if units:
+        P = _grid_size(units, schedule, num_sms, device)
+        lead = (lambda t: t.stride(0)) if batched else (lambda t: 0)
+        args = (a, b, out, scale_a, scale_b, bias_arg, batch[0] if batch else 1, M, N, K,
+                lead(a), *a.stride()[-2:], lead(b), *b.stride()[-2:], lead(out), *out.stride()[-2:],
+                lead(scale_a), *scale_a.stride()[-2:], lead(scale_b), *scale_b.stride()[-2:], bias_stride)
+        _launch(blockscaled_gemm_kernel, (P,), schedule, args, blockscaled_kernel_meta(schedule, P))
+    return out
+
+
+def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_dtype=None, bias=None, num_sms=None):
+    """C[m, n] = Σ_kb (Σ_{k in kb} a[m, k] · b[n, k]) · scale_a[m, kb] · scale_b[n // 128, kb]
+    (+ bias[n]), DeepSeek-V3's block-scaled FP8 GEMM: a [M, K] and b [N, K] fp8 (e4m3fn or
+    e5m2; b is the weight as stored, torch._scaled_mm's second operand is b.t()), scale_a
+    [M, K/128] and scale_b
+    [N/128, K/128] float32, any strides; K and N multiples of 128, any M. Each 128-deep K block
+    is accumulated in fp32 from zero and promoted with its two scales. out_dtype: bf16 (the
+    default; ``out``'s dtype when given), fp16 or fp32. schedule: block_k = 128, None =
+    ``default_blockscaled_schedule(M)``. Returns ``out`` [M, N]."""
+    return _blockscaled(("a", "b", "scale_a", "scale_b"), a, b, scale_a, scale_b, schedule, out, out_dtype, bias,
+                        num_sms, batched=False)
+
+
+def blockscaled_bmm(x, y, xs, ys, schedule=None, *, out=None, out_dtype=None, bias=None, num_sms=None):
+    """The batched ``blockscaled_matmul`` (FlagGems' w8a8 block-FP8 bmm): x [B, M, K],
+    y [B, N, K] fp8, xs [B, M, K/128], ys [B, N/128, K/128] float32 (any strides) →
+    z [B, M, N]; bias (length N) is shared by every batch. Returns ``out``."""
+    return _blockscaled(("x", "y", "xs", "ys"), x, y, xs, ys, schedule, out, out_dtype, bias, num_sms, batched=True)
 
 
 def schedule_trace(M, N, K, schedule, *, num_sms=None, device="cuda"):
@@ -205,9 +430,7 @@ def schedule_trace(M, N, K, schedule, *, num_sms=None, device="cuda"):
     if schedule.split_k > 1 or schedule.is_swap_ab:
         raise ValueError("schedule: split_k and is_swap_ab are not implemented by the Triton backend")
     device = torch.device(device)
-    if schedule.is_persistent and schedule.num_sms is None and num_sms is None and device.type == "cuda":
-        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
-    P = num_programs(M, N, K, schedule, num_sms)
+    P = num_programs(M, N, K, schedule, _num_sms(schedule, num_sms, device))
     max_items = num_tiles(M, N, schedule) + 1
     trace = torch.full((P, max_items, 4), -1, dtype=torch.int32, device=device)
     counts = torch.full((P,), -1, dtype=torch.int32, device=device)

@@ -13,6 +13,10 @@ Describe the matrices, build the context and the schedule, loop over tiles, redu
         acc = ctx.reduce_axis(tensorA, tensorB, out_tile)
         tensorC.store(acc, out_tile, scale=scale_view, bias=bias_view)
 
+A block-scaled FP8 GEMM builds a ``GroupScaleView`` and reduces with
+``ctx.reduce_axis_blockscaled(tensorA, tensorB, out_tile, scales)``; a batched GEMM loops over
+``sched.batched_tile_range(batch)`` and offsets its views by the batch index.
+
 Everything here runs inside ``@triton.jit`` code. The tile order, program remapping and
 Stream-K split reproduce ``tlgemm.schedules`` exactly (``tile_coords``, ``logical_program``,
 ``streamk_iter_range``, ``work``), with P = ``num_sms`` = the launch grid size.
@@ -46,12 +50,14 @@ __all__ = [
     "OutputView",
     "ScaleView",
     "BiasView",
+    "GroupScaleView",
     "StreamKWorkspace",
     "make_input_view",
     "make_tensor_view",
     "make_output_view",
     "make_scale_view",
     "make_bias_view",
+    "make_group_scale_view",
     "make_streamk_workspace",
     "chiplet_transform",
     "chiplet_transform_chunked",
@@ -206,6 +212,51 @@ class BiasView:
 
 
 @aggregate
+class GroupScaleView:
+    """Block scales of a block-scaled GEMM (DeepSeek-V3 / DeepGEMM layout): A has one scale per
+    row and K-group, a_scale[m, k // group_k]; B has one per group_n columns and K-group,
+    b_scale[n // group_n, k // group_k]. The K-group is the GEMM's block_k, so one K-step
+    reads one scale column of each (``promote``)."""
+
+    a_scale_ptr: tl.tensor
+    b_scale_ptr: tl.tensor
+    M: tl.tensor
+    N: tl.tensor
+    stride_am: tl.tensor
+    stride_ak: tl.tensor
+    stride_bn: tl.tensor
+    stride_bk: tl.tensor
+    group_n: tl.constexpr
+
+    @triton.constexpr_function
+    def __init__(self, a_scale_ptr, b_scale_ptr, M, N, stride_am, stride_ak, stride_bn, stride_bk, group_n):
+        self.a_scale_ptr = a_scale_ptr
+        self.b_scale_ptr = b_scale_ptr
+        self.M = M
+        self.N = N
+        self.stride_am = stride_am
+        self.stride_ak = stride_ak
+        self.stride_bn = stride_bn
+        self.stride_bk = stride_bk
+        self.group_n = tl.constexpr(group_n)
+
+    @triton.jit
+    def tile_ptrs(self, tile):
+        """(a pointers [block_m], b pointers [block_n]) of ``tile``'s scales in K-group 0, at
+        the wrapped rows/columns of ``tile.layout`` (always in bounds)."""
+        rm, rn, _ = tile.layout(self.M, self.N)
+        return self.a_scale_ptr + rm * self.stride_am, self.b_scale_ptr + (rn // self.group_n) * self.stride_bn
+
+    @triton.jit
+    def promote(self, acc, partial, a_ptrs, b_ptrs, k_idx):
+        """acc + partial · a_scale[:, k_idx] · b_scale[:, k_idx] (rows × columns), in float32:
+        the promotion of one K-group's partial product into the result."""
+        a_scale = tl.load(a_ptrs + k_idx * self.stride_ak).to(tl.float32)
+        b_scale = tl.load(b_ptrs + k_idx * self.stride_bk).to(tl.float32)
+        return acc + partial * a_scale[:, None] * b_scale[None, :]
+
+
+@aggregate
 class OutputView:
     """The rows × cols result in memory; ``store`` runs the epilogue."""
 
@@ -277,6 +328,14 @@ def make_scale_view(a_scale_ptr, b_scale_ptr, M, N, stride_a=1, stride_b=1):
 def make_bias_view(bias_ptr, N, stride=1):
     """BiasView of a length-N bias, broadcast over the output rows."""
     return BiasView(bias_ptr, N, stride)
+
+
+@triton.jit
+def make_group_scale_view(a_scale_ptr, b_scale_ptr, M, N, stride_am, stride_ak, stride_bn, stride_bk,
+                          group_n: tl.constexpr = 128):
+    """GroupScaleView of a_scale [M, K / block_k] and b_scale [⌈N / group_n⌉, K / block_k]
+    (any strides)."""
+    return GroupScaleView(a_scale_ptr, b_scale_ptr, M, N, stride_am, stride_ak, stride_bn, stride_bk, group_n)
 
 
 # ---- the K reduction -----------------------------------------------------------------------
@@ -383,6 +442,25 @@ class GemmContext:
         """The whole K loop of ``out_tile``."""
         return self.reduce_range(A, B, out_tile, 0, tl.cdiv(A.cols, self.block_k))
 
+    @triton.jit
+    def reduce_axis_blockscaled(self, A, B, out_tile, scales):
+        """The whole K loop of ``out_tile`` with per-K-block promotion (DeepGEMM's method):
+        each block_k step's product starts from zero in float32 and is added to the result
+        times its scales, ``scales.promote`` (a GroupScaleView whose K-group is block_k).
+        K must be a multiple of block_k (even_k): every step is whole."""
+        tl.static_assert(self.even_k, "reduce_axis_blockscaled needs K % block_k == 0 (even_k)")
+        acc = tl.zeros((self.block_m, self.block_n), dtype=tl.float32)
+        a_ptrs, _ = A.tile_ptrs(Tile(out_tile.pid_m, 0, self.block_m, self.block_k))
+        b_ptrs, _ = B.tile_ptrs(Tile(0, out_tile.pid_n, self.block_k, self.block_n))
+        sa_ptrs, sb_ptrs = scales.tile_ptrs(out_tile)
+        for k in range(0, A.cols // self.block_k):
+            a = tl.load(a_ptrs, cache_modifier=self.cache_modifier_a)
+            b = tl.load(b_ptrs, cache_modifier=self.cache_modifier_b)
+            acc = scales.promote(acc, tl.dot(a, b, out_dtype=tl.float32), sa_ptrs, sb_ptrs, k)
+            a_ptrs += self.block_k * A.stride_col
+            b_ptrs += self.block_k * B.stride_row
+        return acc
+
 
 # ---- schedules -----------------------------------------------------------------------------
 
@@ -432,8 +510,10 @@ class ScheduleContext:
     Tile loop: ``for tile_id in range(*persistent_tile_range())`` over the whole tiles.
     Stream-K: the last min(streamk_tiles, tiles) tiles' iterations are dealt out in
     contiguous ranges, ``iter_range()``, one per program; ``get_iter`` decodes one. Beyond
-    the reference API: ``program_id``, ``num_tiles``, ``iters_per_tile``, ``full_tiles`` and
-    ``iter_owner`` (which program runs an iteration; the fix-up uses it).
+    the reference API: ``program_id``, ``num_tiles``, ``iters_per_tile``, ``full_tiles``,
+    ``iter_owner`` (which program runs an iteration; the fix-up uses it), and the batched
+    tile loop ``batched_tile_range`` / ``get_batched_tile_from_idx`` (a batch of GEMMs of
+    one shape, dealt out like one GEMM with batch · tiles tiles).
     """
 
     M: tl.tensor
@@ -491,6 +571,21 @@ class ScheduleContext:
     def get_tile_from_coord(self, pid_m, pid_n):
         """The output Tile at tile coordinates (pid_m, pid_n)."""
         return Tile(pid_m, pid_n, self.ctx.block_m, self.ctx.block_n)
+
+    @triton.jit
+    def batched_tile_range(self, batch):
+        """(start, total, stride) for ``range`` over the tiles of ``batch`` GEMMs of this
+        shape, batch-major (tile id = b · tiles + the tile's id in GEMM b); whole tiles only."""
+        tl.static_assert(self.streamk_tiles == 0, "batched_tile_range: Stream-K is not batched")
+        tiles_m, tiles_n = self.num_tiles()
+        return self.program_id(), batch * tiles_m * tiles_n, self.ctx.num_sms
+
+    @triton.jit
+    def get_batched_tile_from_idx(self, tile_id):
+        """(batch index, output Tile) of a ``batched_tile_range`` tile id."""
+        tiles_m, tiles_n = self.num_tiles()
+        per_batch = tiles_m * tiles_n
+        return tile_id // per_batch, self.get_tile_from_idx(tile_id % per_batch)
 
     @triton.jit
     def _streamk_split(self):

@@ -1,0 +1,131 @@
+"""Host overhead per call of tlgemm.matmul against torch.matmul at tiny shapes, in one run.
+
+    python benchmarks/host_overhead.py [--calls 2000] [--repeats 7] [--out benchmarks/results/host_overhead.json]
+
+For each shape (16³ and 64³, bf16; a row-major, b the transpose of a row-major [N, K] weight)
+and each implementation: one checked call (against torch.matmul; a wrong result gets no
+number), a warm-up (compilation, tlgemm's plan cache), then ``calls`` back-to-back calls timed
+with time.perf_counter and a final synchronize; per call = wall time / calls, the median of
+``repeats``. A kernel this small runs in a few microseconds, so the GPU never holds up the
+loop and the wall time per call is the host's time per call ("issue" is the loop alone,
+before the synchronize). Rows:
+
+  torch.matmul                      cuBLAS through torch, allocating its output
+  torch.matmul(out=)                the same into a preallocated output
+  tlgemm.matmul [backend]           the entry point, allocating its output
+  tlgemm.matmul(out=) [backend]     the entry point into a preallocated output
+  tlgemm.<backend>.matmul(out=)     the backend's launcher with the resolved schedule: what
+                                    the entry point adds is the difference to the row above
+
+Target (issue 7): tlgemm.matmul takes no more per call than torch.matmul. The JSON records the
+GPU's name, the library versions and the date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import pathlib
+import platform
+import statistics
+import time
+
+import torch
+
+import tlgemm
+from tlgemm.testing import assert_gemm_close, random_operand
+
+SHAPES = ((16, 16, 16), (64, 64, 64))
+
+
+def per_call_us(fn, calls: int, repeats: int) -> tuple[float, float]:
+    """(wall, issue) microseconds per call, medians over ``repeats`` loops of ``calls`` calls."""
+    for _ in range(max(10, calls // 10)):
+        fn()
+    walls, issues = [], []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        issued = time.perf_counter()
+        torch.cuda.synchronize()
+        done = time.perf_counter()
+        issues.append((issued - start) / calls * 1e6)
+        walls.append((done - start) / calls * 1e6)
+    return statistics.median(walls), statistics.median(issues)
+
+
+def backends() -> list[str]:
+    """TileLang (on sm_90, when the backend has matmul), then Triton."""
+    tilelang_backend = importlib.import_module("tlgemm.tilelang")
+    hopper = torch.cuda.get_device_capability() == (9, 0)
+    return (["tilelang"] if hopper and hasattr(tilelang_backend, "matmul") else []) + ["triton"]
+
+
+def implementations(a, b, backend_names):
+    """(label, fn) pairs; each fn returns the result it computed."""
+    out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+    impls = [("torch.matmul", lambda: torch.matmul(a, b)),
+             ("torch.matmul(out=)", lambda: torch.matmul(a, b, out=out))]
+    for name in backend_names:
+        tlgemm.matmul(a, b, backend=name)  # resolves (and caches) the plan; explain then reports it
+        schedule = tlgemm.explain(a, b, backend=name).schedule
+        launcher = importlib.import_module(f"tlgemm.{name}").matmul
+        impls += [(f"tlgemm.matmul [{name}]", lambda name=name: tlgemm.matmul(a, b, backend=name)),
+                  (f"tlgemm.matmul(out=) [{name}]", lambda name=name: tlgemm.matmul(a, b, out=out, backend=name)),
+                  (f"tlgemm.{name}.matmul(out=)", lambda launcher=launcher, s=schedule: launcher(a, b, s, out=out))]
+    return impls
+
+
+def version(module: str) -> str:
+    try:
+        return importlib.import_module(module).__version__
+    except (ImportError, AttributeError):
+        return "unknown"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--out", type=pathlib.Path,
+                        default=pathlib.Path(__file__).resolve().parent / "results" / "host_overhead.json")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        parser.error("needs a CUDA GPU (torch.cuda.is_available() is False)")
+    gpu = torch.cuda.get_device_name()
+    names = backends()
+    generator = torch.Generator().manual_seed(20261121)
+    rows = []
+    print(f"host time per call on {gpu} ({args.calls} calls x {args.repeats} repeats, median), bf16, layout nt")
+    print(f"{'shape':>10}  {'implementation':32s} {'us/call':>9} {'issue us':>9} {'vs torch.matmul':>16}")
+    for M, N, K in SHAPES:
+        a = random_operand((M, K), torch.bfloat16, generator=generator, device="cuda")
+        b = random_operand((N, K), torch.bfloat16, generator=generator, device="cuda").t()
+        reference = torch.matmul(a, b).double()
+        baseline = None
+        for label, fn in implementations(a, b, names):
+            assert_gemm_close(fn(), reference, torch.bfloat16, what=label)
+            wall, issue = per_call_us(fn, args.calls, args.repeats)
+            baseline = wall if baseline is None else baseline
+            rows.append({"M": M, "N": N, "K": K, "impl": label, "us_per_call": wall, "issue_us_per_call": issue,
+                         "ratio_to_torch_matmul": wall / baseline})
+            print(f"{f'{M}x{N}x{K}':>10}  {label:32s} {wall:9.2f} {issue:9.2f} {wall / baseline:15.2f}x")
+    record = {
+        "benchmark": "host_overhead", "gpu": gpu, "capability": list(torch.cuda.get_device_capability()),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "versions": {"torch": torch.__version__, "triton": version("triton"), "tilelang": version("tilelang"),
+                     "python": platform.python_version()},
+        "calls": args.calls, "repeats": args.repeats, "dtype": "bfloat16", "layout": "nt", "rows": rows,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

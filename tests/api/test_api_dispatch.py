@@ -1,0 +1,249 @@
+"""Dispatch on a fake sm_90 GPU (tests/api/conftest.py): backend choice, plan caching, the
+autotune cache, fallbacks, the copy rule and the routing of addmm's bias and scaled_mm's scales
+to the kernels, checked against torch in float64."""
+
+import pytest
+import torch
+
+import tlgemm
+from tlgemm import api
+from tlgemm.schedules import AutotuneCache, Schedule
+from tlgemm.testing import assert_gemm_close, random_operand
+
+E4M3 = torch.float8_e4m3fn
+
+
+def _ab(M, N, K, dtype=torch.bfloat16, generator=None, b_cols=False):
+    a = random_operand((M, K), dtype, generator=generator)
+    b = random_operand((N, K), dtype, generator=generator).t() if b_cols else random_operand((K, N), dtype,
+                                                                                             generator=generator)
+    return a, b
+
+
+def test_auto_takes_tilelang_on_hopper_and_triton_elsewhere(fake_gpu, generator):
+    a, b = _ab(64, 64, 64, generator=generator)
+    tlgemm.matmul(a, b)
+    assert [c[0] for c in fake_gpu.tilelang.calls] == ["matmul"] and not fake_gpu.triton.calls
+    api._PLANS.clear()
+    fake_gpu.target = api.Target("Fake A100", "cuda", "sm_80", 108, 166912)
+    tlgemm.matmul(a, b)
+    assert len(fake_gpu.triton.calls) == 1
+    api._PLANS.clear()
+    fake_gpu.target = api.Target("Fake MI300X", "hip", "gfx942", 304, 65536)
+    tlgemm.matmul(a, b)
+    assert len(fake_gpu.triton.calls) == 2
+
+
+def test_auto_avoids_tilelang_padding_and_missing_kernels(fake_gpu, generator):
+    a, b = _ab(64, 64, 60, generator=generator)  # K rows of 120 bytes: not 16-byte aligned
+    tlgemm.matmul(a, b)
+    assert len(fake_gpu.triton.calls) == 1 and not fake_gpu.tilelang.calls
+    tlgemm.matmul(a, b, backend="tilelang")
+    assert len(fake_gpu.tilelang.calls) == 1
+    x, y = torch.randn(2, 16, 32, dtype=torch.bfloat16), torch.randn(2, 32, 16, dtype=torch.bfloat16)
+    tlgemm.bmm(x, y)  # the fake TileLang backend has no bmm
+    assert fake_gpu.triton.calls[-1][0] == "bmm"
+    with pytest.raises(ValueError, match=r"'tilelang' cannot run this: tlgemm\.tilelang has no bmm kernel"):
+        tlgemm.bmm(x, y, backend="tilelang")
+
+
+def test_repeat_calls_reuse_the_plan(fake_gpu, generator):
+    a, b = _ab(100, 256, 128, generator=generator)
+    tlgemm.matmul(a, b)
+    assert fake_gpu.selects == 1
+    tlgemm.matmul(a, b)
+    tlgemm.matmul(a[:70], b)  # same M bucket (128)
+    assert fake_gpu.selects == 1
+    schedules = {c[3] for c in fake_gpu.tilelang.calls}
+    assert len(schedules) == 1
+    tlgemm.matmul(a[:20], b)  # M bucket 32
+    tlgemm.matmul(a.half(), b.half())
+    assert fake_gpu.selects == 3
+
+
+def test_selected_schedule_runs_on_the_backend(fake_gpu, generator):
+    a, b = _ab(64, 4096, 4096, b_cols=True, generator=generator)
+    tlgemm.matmul(a, b)
+    s = fake_gpu.tilelang.calls[0][3]
+    assert s.split_k == 1 and not s.is_swap_ab and s.is_persistent and s.num_sms == 132
+    assert s == tlgemm.explain(a, b).schedule
+
+
+def test_rejected_schedule_falls_back_to_the_next_candidate(fake_gpu, generator):
+    a, b = _ab(512, 512, 512, generator=generator)
+    first = tlgemm.explain(a, b).schedule
+    fake_gpu.tilelang.reject.add(first)
+    out = tlgemm.matmul(a, b)
+    ran = fake_gpu.tilelang.calls[-1][3]
+    assert ran != first
+    assert_gemm_close(out, a.double() @ b.double(), torch.bfloat16)
+    tlgemm.matmul(a, b)
+    assert fake_gpu.tilelang.calls[-1][3] == ran and fake_gpu.selects == 2  # explain + the first call
+    assert "an earlier call in this process runs" in str(tlgemm.explain(a, b, gpu=fake_gpu.target))
+
+
+def test_rejected_caller_schedule_is_an_error(fake_gpu, generator):
+    a, b = _ab(64, 64, 64, generator=generator)
+    s = Schedule(block_m=64, block_n=64).persistent(132)
+    fake_gpu.tilelang.reject.add(s)
+    with pytest.raises(ValueError, match=r"schedule: .* needs more shared memory"):
+        tlgemm.matmul(a, b, schedule=s)
+    fake_gpu.tilelang.reject.clear()
+    tlgemm.matmul(a, b, schedule=s)
+    assert fake_gpu.tilelang.calls[-1][3] == s and fake_gpu.selects == 0
+
+
+def test_autotune_cache_entry_is_used(fake_gpu, generator):
+    tuned = Schedule(block_m=64, block_n=128, num_stages=4).persistent(132)
+    AutotuneCache().put("Fake H100", "tilelang", ("bfloat16", "bfloat16", "bfloat16"), 128, 256, 512, tuned)
+    a, b = _ab(100, 256, 512, generator=generator)
+    tlgemm.matmul(a, b)
+    assert fake_gpu.tilelang.calls[-1][3] == tuned and fake_gpu.selects == 0
+    assert "autotune cache entry for Fake H100" in str(tlgemm.explain(a, b, gpu=api.Target(
+        "Fake H100", "cuda", "sm_90", 132, 232448)))
+
+
+@pytest.mark.parametrize("make, copied", [
+    (lambda: torch.randn(64, 32, dtype=torch.float16), False),
+    (lambda: torch.randn(32, 64, dtype=torch.float16).t(), False),
+    (lambda: torch.randn(64, 96, dtype=torch.float16)[:, 8:40], False),
+    (lambda: torch.randn(64, 64, dtype=torch.float16)[:, ::2], True),
+])
+def test_triton_copy_rule(fake_gpu, make, copied):
+    fake_gpu.target = api.Target("Fake A100", "cuda", "sm_80", 108, 166912)
+    a, b = make(), torch.randn(32, 48, dtype=torch.float16)
+    out = tlgemm.matmul(a, b)
+    seen = fake_gpu.triton.calls[-1][1]
+    assert (seen.data_ptr() != a.data_ptr()) == copied
+    assert seen.stride(0) == 1 or seen.stride(1) == 1
+    assert_gemm_close(out, a.double() @ b.double(), torch.float16)
+
+
+def test_tilelang_gets_operands_as_they_are(fake_gpu):
+    a = torch.randn(64, 64, dtype=torch.float16)[:, ::2]
+    b = torch.randn(32, 64, dtype=torch.float16)
+    tlgemm.matmul(a, b)
+    assert fake_gpu.tilelang.calls[-1][1] is a  # its launcher applies its own copy rule
+
+
+def test_expanded_batch_is_not_copied(fake_gpu, generator):
+    a = torch.randn(1, 32, 64, dtype=torch.bfloat16).expand(4, 32, 64)
+    b = torch.randn(4, 64, 16, dtype=torch.bfloat16)
+    out = tlgemm.bmm(a, b)
+    assert fake_gpu.triton.calls[-1][1].stride(0) == 0
+    assert_gemm_close(out, a.double() @ b.double(), torch.bfloat16)
+
+
+BIASES = {
+    "vector": (lambda M, N: torch.randn(N), "kernel"),
+    "row_vector": (lambda M, N: torch.randn(1, N, dtype=torch.bfloat16), "kernel"),
+    "scalar": (lambda M, N: torch.randn(()), "kernel"),
+    "one_element": (lambda M, N: torch.randn(1, 1), "kernel"),
+    "full": (lambda M, N: torch.randn(M, N), "after"),
+    "per_row": (lambda M, N: torch.randn(M, 1), "after"),
+}
+
+
+@pytest.mark.parametrize("alpha, beta", [(1, 1), (0.5, 2.0), (2, 0)])
+@pytest.mark.parametrize("kind", BIASES)
+def test_addmm_routes_bias(fake_gpu, generator, kind, alpha, beta):
+    M, N, K = 48, 40, 64
+    a, b = _ab(M, N, K, dtype=torch.float32, generator=generator)
+    make, where = BIASES[kind]
+    bias = make(M, N)
+    out = tlgemm.addmm(bias, a, b, alpha=alpha, beta=beta)
+    expected = torch.addmm(bias.double(), a.double(), b.double(), alpha=alpha, beta=beta)
+    assert out.dtype == torch.float32 and out.shape == (M, N)
+    assert_gemm_close(out, expected, torch.float32)
+    kwargs = fake_gpu.triton.calls[-1][4]  # float32 with TF32 off: Triton
+    assert (kwargs["bias"] is not None) == (where == "kernel" and beta != 0)
+    assert (kwargs["scale_a"] is not None) == (alpha != 1)
+
+
+def test_addmm_ignores_nan_bias_when_beta_is_zero(fake_gpu, generator):
+    a, b = _ab(16, 16, 32, generator=generator)
+    out = tlgemm.addmm(torch.full((16,), float("nan")), a, b, beta=0)
+    assert not out.isnan().any()
+
+
+@pytest.mark.parametrize("scales", ["tensor", "row_col", "row_1d", "mixed"])
+@pytest.mark.parametrize("dtype", [E4M3, torch.int8], ids=str)
+def test_scaled_mm_per_tensor_row_column(fake_gpu, generator, scales, dtype):
+    M, N, K = 40, 48, 64
+    a, b = _ab(M, N, K, dtype=dtype, b_cols=True, generator=generator)
+    sa = {"tensor": torch.rand(()) + 0.5, "row_col": torch.rand(M, 1) + 0.5, "row_1d": torch.rand(M) + 0.5,
+          "mixed": torch.rand(1) + 0.5}[scales]
+    sb = {"tensor": torch.rand(()) + 0.5, "row_col": torch.rand(1, N) + 0.5, "row_1d": torch.rand(N) + 0.5,
+          "mixed": torch.rand(1, N) + 0.5}[scales]
+    bias = torch.randn(N, dtype=torch.bfloat16)
+    out = tlgemm.scaled_mm(a, b, sa, sb, bias=bias)
+    assert out.dtype == torch.bfloat16
+    expected = (a.double() @ b.double()) * sa.double().reshape(-1, 1) * sb.double().reshape(-1) + bias.double()
+    assert_gemm_close(out, expected, torch.bfloat16)
+    assert fake_gpu.tilelang.calls[-1][4]["scale_a"] is sa
+
+
+def test_scaled_mm_block_wise_goes_to_the_block_scaled_kernel(fake_gpu, generator):
+    M, N, K = 40, 256, 384
+    w = random_operand((N, K), E4M3, generator=generator)
+    a = random_operand((M, K), E4M3, generator=generator)
+    sa, sb = torch.rand(M, K // 128) + 0.5, torch.rand(N // 128, K // 128) + 0.5
+    out = tlgemm.scaled_mm(a, w.t(), sa, sb, out_dtype=torch.float32)
+    name, seen_a, seen_b, schedule, kwargs = fake_gpu.triton.calls[-1]
+    assert name == "blockscaled_matmul" and schedule is None and kwargs["out_dtype"] == torch.float32
+    assert seen_a is a and seen_b.data_ptr() == w.data_ptr() and seen_b.shape == (N, K)
+    deq_a = a.double() * sa.double().repeat_interleave(128, 1)
+    deq_w = w.double() * sb.double().repeat_interleave(128, 0).repeat_interleave(128, 1)
+    assert_gemm_close(out, deq_a @ deq_w.T, torch.float32)
+    assert "block-scaled FP8 GEMM" in tlgemm.explain(a, w.t(), scale_a=sa, scale_b=sb).kernel
+
+
+def test_out_is_written(fake_gpu, generator):
+    a, b = _ab(32, 24, 64, generator=generator)
+    out = torch.full((32, 24), float("nan"), dtype=torch.float32)
+    assert tlgemm.matmul(a, b, out=out) is out
+    assert_gemm_close(out, a.double() @ b.double(), torch.bfloat16)
+    assert fake_gpu.tilelang.calls[-1][4]["scale_a"] is None
+
+
+def test_int8_and_fp8_defaults(fake_gpu, generator):
+    a, b = _ab(32, 32, 64, dtype=torch.int8, b_cols=True, generator=generator)
+    assert tlgemm.matmul(a, b).dtype == torch.int32
+    a, b = _ab(32, 32, 64, dtype=E4M3, b_cols=True, generator=generator)
+    assert tlgemm.matmul(a, b).dtype == torch.bfloat16
+    assert tlgemm.matmul(a, b, out_dtype=torch.float16).dtype == torch.float16
+
+
+def test_tf32_follows_torch(fake_gpu, monkeypatch, generator):
+    a, b = _ab(32, 32, 64, dtype=torch.float32, generator=generator)
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    tlgemm.matmul(a, b)
+    assert fake_gpu.triton.calls[-1][4]["allow_tf32"] is False
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+    tlgemm.matmul(a, b)
+    assert fake_gpu.tilelang.calls  # TF32 allowed: TileLang's wgmma.tf32
+    assert "tf32" in tlgemm.explain(a, b).instruction
+
+
+def test_autotune_stores_the_fastest_checked_candidate(fake_gpu, monkeypatch, capsys):
+    import triton.testing
+
+    timed = []
+
+    def fake_do_bench(fn, warmup, rep, return_mode):
+        fn()
+        timed.append(fn.args[2])
+        return 0.5 if len(timed) == 3 else 1.0  # the third candidate is the fastest
+
+    monkeypatch.setattr(triton.testing, "do_bench", fake_do_bench)
+    fake_gpu.tilelang.reject.add(tlgemm.explain(torch.empty(200, 512, dtype=torch.bfloat16, device="meta"),
+                                                torch.empty(512, 256, dtype=torch.bfloat16, device="meta")).schedule)
+    results = tlgemm.autotune([(200, 256, 512)], torch.bfloat16, device="cpu", candidates=5, progress=True)
+    (r,) = results
+    assert r.backend == "tilelang" and r.tried == 5 and len(r.failed) == 1 and "shared memory" in r.failed[0]
+    assert r.schedule == timed[2] and r.time_us == 500.0
+    assert AutotuneCache().get("Fake H100", "tilelang", ("bfloat16",) * 3, 256, 256, 512) == r.schedule
+    assert "tlgemm autotune" in capsys.readouterr().err  # the progress bar
+    a, b = _ab(180, 256, 512)
+    tlgemm.matmul(a, b)  # same M bucket: the tuned schedule, no selection
+    assert fake_gpu.tilelang.calls[-1][3] == r.schedule

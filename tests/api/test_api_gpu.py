@@ -1,0 +1,222 @@
+"""GPU: tlgemm.matmul / addmm / bmm / scaled_mm against the float64 reference in both backends
+(outputs NaN-poisoned first), the torch.library ops (opcheck, gradients) and
+torch.compile(fullgraph=True) of a small MLP against eager.
+
+Shapes are chosen so that most cases of a dtype share one M bucket and (N, K), hence one
+schedule and one compiled kernel per layout: the suite exercises the entry points, not every
+kernel (tests/cross_backend and the backends' own suites do that)."""
+
+import importlib
+
+import pytest
+import torch
+
+import tlgemm
+from tlgemm import api
+from tlgemm.testing import assert_gemm_close, poisoned, random_operand, reference_gemm
+
+pytestmark = pytest.mark.gpu
+
+E4M3 = torch.float8_e4m3fn
+BACKENDS = ["triton", "tilelang"]
+
+
+def _need(backend: str, kernel: str = "matmul") -> None:
+    if backend != "tilelang":
+        return
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the TileLang backend runs on sm_90 only")
+    if not hasattr(importlib.import_module("tlgemm.tilelang"), kernel):
+        pytest.skip(f"tlgemm.tilelang has no {kernel} in this checkout")
+
+
+def _operands(M, N, K, dtype, layout, generator):
+    a = random_operand((M, K) if layout[0] == "n" else (K, M), dtype, generator=generator, device="cuda")
+    b = random_operand((K, N) if layout[1] == "n" else (N, K), dtype, generator=generator, device="cuda")
+    return (a if layout[0] == "n" else a.t()), (b if layout[1] == "n" else b.t())
+
+
+def _out_dtype(dtype):
+    return torch.int32 if dtype == torch.int8 else torch.bfloat16 if dtype == E4M3 else dtype
+
+
+@pytest.fixture
+def tf32(monkeypatch):
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_matmul_layouts(backend, layout, generator):
+    _need(backend)
+    for M in (77, 100, 128):
+        a, b = _operands(M, 256, 512, torch.bfloat16, layout, generator)
+        out = poisoned((M, 256), torch.bfloat16, "cuda")
+        assert tlgemm.matmul(a, b, out=out, backend=backend) is out
+        assert_gemm_close(out, reference_gemm(a, b), torch.bfloat16, what=f"{backend} {layout} M={M}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, E4M3, torch.int8], ids=str)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_matmul_dtypes(backend, dtype, generator, tf32):
+    _need(backend)
+    for M, N, K in ((77, 256, 512), (128, 200, 384), (1, 256, 512)):
+        a, b = _operands(M, N, K, dtype, "nt", generator)
+        out = tlgemm.matmul(a, b, backend=backend)
+        assert out.dtype == _out_dtype(dtype) and out.is_contiguous()
+        assert_gemm_close(out, reference_gemm(a, b), dtype, allow_tf32=dtype == torch.float32,
+                          what=f"{backend} {dtype} {M}x{N}x{K}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_matmul_strides_and_out(backend, generator):
+    _need(backend)
+    a = random_operand((77, 1024), torch.bfloat16, generator=generator, device="cuda")[:, ::2]  # copied
+    b = random_operand((256, 512), torch.bfloat16, generator=generator, device="cuda").t()
+    out = poisoned((256, 77), torch.bfloat16, "cuda").t()  # a column-major out
+    assert tlgemm.matmul(a, b, out=out, backend=backend) is out
+    assert_gemm_close(out, reference_gemm(a, b), torch.bfloat16)
+    out32 = poisoned((77, 256), torch.float32, "cuda")
+    tlgemm.matmul(a.contiguous(), b, out=out32, backend=backend)
+    assert_gemm_close(out32, reference_gemm(a, b), torch.bfloat16)
+
+
+BIASES = {
+    "vector": lambda M, N, g: torch.randn(N, generator=g).to(torch.bfloat16),
+    "fp32_vector": lambda M, N, g: torch.randn(N, generator=g),
+    "scalar": lambda M, N, g: torch.randn((), generator=g),
+    "full": lambda M, N, g: torch.randn(M, N, generator=g).to(torch.bfloat16),
+    "per_row": lambda M, N, g: torch.randn(M, 1, generator=g),
+}
+
+
+@pytest.mark.parametrize("alpha, beta", [(1, 1), (0.5, 2.0)])
+@pytest.mark.parametrize("kind", BIASES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_addmm(backend, kind, alpha, beta, generator):
+    _need(backend)
+    M, N, K = 77, 256, 512
+    a, b = _operands(M, N, K, torch.bfloat16, "nt", generator)
+    bias = BIASES[kind](M, N, generator).cuda()
+    out = tlgemm.addmm(bias, a, b, alpha=alpha, beta=beta, backend=backend)
+    ref = torch.addmm(bias.double(), a.double(), b.double(), alpha=alpha, beta=beta)
+    assert_gemm_close(out, ref, torch.bfloat16, what=f"addmm {backend} {kind}")
+
+
+def test_bmm(generator):
+    a = random_operand((1, 77, 512), torch.bfloat16, generator=generator, device="cuda").expand(3, 77, 512)
+    b = random_operand((3, 256, 512), torch.bfloat16, generator=generator, device="cuda").mT
+    out = poisoned((3, 77, 256), torch.bfloat16, "cuda")
+    assert tlgemm.bmm(a, b, out=out) is out
+    assert_gemm_close(out, a.double() @ b.double(), torch.bfloat16)
+
+
+@pytest.mark.parametrize("dtype", [E4M3, torch.int8], ids=str)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scaled_mm(backend, dtype, generator):
+    _need(backend)
+    M, N, K = 77, 256, 512
+    a, b = _operands(M, N, K, dtype, "nt", generator)
+    for sa, sb in ((torch.rand(1, generator=generator) + 0.5, torch.rand(1, generator=generator) + 0.5),
+                   (torch.rand(M, 1, generator=generator) + 0.5, torch.rand(1, N, generator=generator) + 0.5)):
+        sa, sb = sa.cuda(), sb.cuda()
+        bias = torch.randn(N, generator=generator).to(torch.bfloat16).cuda()
+        out = tlgemm.scaled_mm(a, b, sa, sb, bias=bias, backend=backend)
+        assert out.dtype == torch.bfloat16
+        assert_gemm_close(out, reference_gemm(a, b, scale_a=sa, scale_b=sb, bias=bias), dtype)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scaled_mm_block_wise(backend, generator):
+    _need(backend, "blockscaled_matmul")
+    quantize = pytest.importorskip("tlgemm.quantize")
+    M, N, K = 77, 256, 512
+    x = torch.randn(M, K, generator=generator).cuda()
+    w = torch.randn(N, K, generator=generator).cuda()
+    xq, xs = quantize.quantize_fp8_blockwise(x, (1, 128))
+    wq, ws = quantize.quantize_fp8_blockwise(w, (128, 128))
+    out = tlgemm.scaled_mm(xq, wq.t(), xs, ws, backend=backend)
+    ref = (quantize.dequantize_fp8_blockwise(xq, xs, (1, 128)).double()
+           @ quantize.dequantize_fp8_blockwise(wq, ws, (128, 128)).double().T)
+    assert_gemm_close(out, ref, E4M3)
+
+
+def test_auto_backend_and_explain(generator):
+    a, b = _operands(256, 512, 512, torch.bfloat16, "nt", generator)
+    explanation = tlgemm.explain(a, b)
+    assert explanation.target.name == torch.cuda.get_device_name() and not explanation.target.analysis
+    tilelang_backend = importlib.import_module("tlgemm.tilelang")
+    hopper = torch.cuda.get_device_capability() == (9, 0) and hasattr(tilelang_backend, "matmul")
+    assert explanation.backend == ("tilelang" if hopper else "triton")
+    if hopper:
+        assert explanation.instruction.startswith("wgmma.m64n")
+
+
+def test_repeat_calls_do_not_select_again(monkeypatch, tmp_path, generator):
+    monkeypatch.setenv("TLGEMM_CACHE_DIR", str(tmp_path))
+    calls = []
+    select = api.select
+    monkeypatch.setattr(api, "select", lambda *args, **kwargs: calls.append(args) or select(*args, **kwargs))
+    api._PLANS.clear()
+    a, b = _operands(100, 256, 512, torch.bfloat16, "nt", generator)
+    for _ in range(4):
+        assert_gemm_close(tlgemm.matmul(a, b), reference_gemm(a, b), torch.bfloat16)
+    assert len(calls) == 1
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, d_in, d_hidden, d_out, generator):
+        super().__init__()
+
+        def param(*shape):
+            return torch.nn.Parameter((torch.randn(*shape, generator=generator) / shape[-1] ** 0.5).to(
+                torch.bfloat16).cuda())
+
+        self.w1, self.b1, self.w2 = param(d_hidden, d_in), param(d_hidden), param(d_out, d_hidden)
+
+    def forward(self, x):
+        return tlgemm.matmul(torch.nn.functional.gelu(tlgemm.addmm(self.b1, x, self.w1.t())), self.w2.t())
+
+
+def test_compiled_mlp_matches_eager(generator):
+    model = MLP(512, 1024, 256, generator)
+    x = random_operand((77, 512), torch.bfloat16, generator=generator, device="cuda")
+    with torch.no_grad():
+        eager = model(x)
+        torch._dynamo.reset()
+        compiled = torch.compile(model, fullgraph=True)(x)
+    assert_gemm_close(compiled, eager.double(), torch.bfloat16, what="compiled MLP vs eager")
+    ref = torch.nn.functional.gelu(torch.addmm(model.b1.float(), x.float(), model.w1.float().t())).to(torch.bfloat16)
+    assert_gemm_close(eager, (ref.double() @ model.w2.double().t()), torch.bfloat16, what="eager MLP vs torch")
+
+
+def test_gradients_match_torch(generator):
+    a = random_operand((77, 512), torch.bfloat16, generator=generator, device="cuda").requires_grad_()
+    w = random_operand((256, 512), torch.bfloat16, generator=generator, device="cuda").requires_grad_()
+    bias = torch.randn(256, generator=generator).cuda().requires_grad_()
+    g = torch.randn(77, 256, generator=generator).cuda()
+    (tlgemm.addmm(bias, a, w.t(), alpha=0.5).float() * g).sum().backward()
+    a64, w64, b64 = (t.detach().double().requires_grad_() for t in (a, w, bias))
+    (torch.addmm(b64, a64, w64.t(), alpha=0.5) * g.double()).sum().backward()
+    for got, want in ((a.grad, a64.grad), (w.grad, w64.grad), (bias.grad, b64.grad)):
+        assert got.shape == want.shape
+        assert_gemm_close(got, want, torch.bfloat16)
+
+
+@pytest.mark.parametrize("op", ["matmul", "addmm", "bmm", "scaled_mm"])
+def test_opcheck(op, generator):
+    def bf16(*shape):
+        return random_operand(shape, torch.bfloat16, generator=generator, device="cuda")
+
+    if op == "matmul":
+        args = (bf16(77, 512).requires_grad_(), bf16(256, 512).t().requires_grad_(), None, "auto", None)
+    elif op == "addmm":
+        args = (bf16(256).requires_grad_(), bf16(77, 512).requires_grad_(), bf16(512, 256).requires_grad_(), 0.5, 2.0,
+                None, "auto", None)
+    elif op == "bmm":
+        args = (bf16(2, 77, 512).requires_grad_(), bf16(2, 512, 256).requires_grad_(), None, "auto", None)
+    else:
+        a, b = _operands(77, 256, 512, E4M3, "nt", generator)
+        args = (a, b, torch.rand(77, 1, device="cuda") + 0.5, torch.rand(1, 256, device="cuda") + 0.5, None,
+                torch.bfloat16, "auto", None)
+    torch.library.opcheck(getattr(torch.ops.tlgemm, op).default, args)

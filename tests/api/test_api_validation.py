@@ -1,0 +1,218 @@
+"""tlgemm.matmul / addmm / bmm / scaled_mm reject every bad input class with an error naming
+the argument and the rule, and give torch's result for empty problems without a launch.
+
+Rules checked before the device (types, ranks, shapes, dtypes, out, sizes, backend) are
+checked with CPU or meta tensors; the device rules with CPU tensors (not a GPU) and a CPU/meta
+pair (two devices)."""
+
+import pytest
+import torch
+
+import tlgemm
+from tlgemm import api
+
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+
+
+def _ab(M=8, N=12, K=16, dtype=torch.bfloat16, device="cpu"):
+    return torch.randn(M, K).to(dtype).to(device), torch.randn(K, N).to(dtype).to(device)
+
+
+def _meta(*shape, dtype=torch.bfloat16):
+    return torch.empty(*shape, dtype=dtype, device="meta")
+
+
+CASES = {
+    "a_not_tensor": (tlgemm.matmul, lambda: ([[1.0]], _ab()[1]), {}, TypeError,
+                     r"a: expected a torch\.Tensor, got list"),
+    "b_not_tensor": (tlgemm.matmul, lambda: (_ab()[0], 2.0), {}, TypeError, r"b: expected a torch\.Tensor, got float"),
+    "a_1d": (tlgemm.matmul, lambda: (torch.randn(8), _ab()[1]), {}, ValueError,
+             r"a: expected a 2-D tensor \[M, K\], got shape \[8\]"),
+    "bmm_2d": (tlgemm.bmm, _ab, {}, ValueError, r"a: expected a 3-D tensor \[B, M, K\], got shape \[8, 16\]"),
+    "inner": (tlgemm.matmul, lambda: (torch.randn(8, 16), torch.randn(15, 12)), {}, ValueError,
+              r"a, b: inner dimensions differ: a is \[8, 16\], b is \[15, 12\]"),
+    "batch": (tlgemm.bmm, lambda: (torch.randn(2, 8, 16), torch.randn(3, 16, 4)), {}, ValueError,
+              r"a, b: batch sizes differ: .*does not broadcast: expand the smaller one"),
+    "float64": (tlgemm.matmul, lambda: _ab(dtype=torch.float64), {}, TypeError,
+                r"a: dtype float64 is not a tlgemm input; expected one of float32, float16, bfloat16"),
+    "pair": (tlgemm.matmul, lambda: (_ab()[0].half(), _ab()[1]), {}, TypeError,
+             r"a, b: dtypes must match \(only float8_e4m3fn and float8_e5m2 may mix\), got float16 and bfloat16"),
+    "int8_fp8": (tlgemm.matmul, lambda: (_ab(dtype=torch.int8)[0], _ab(dtype=E4M3)[1]), {}, TypeError,
+                 r"a, b: dtypes must match"),
+    "addmm_fp8": (lambda a, b, **kw: tlgemm.addmm(torch.ones(12), a, b, **kw), lambda: _ab(dtype=E4M3), {}, TypeError,
+                  r"a: addmm takes float32, float16 or bfloat16 inputs, got float8_e4m3fn; .*tlgemm\.scaled_mm"),
+    "scaled_bf16": (lambda a, b, **kw: tlgemm.scaled_mm(a, b, torch.ones(1), torch.ones(1), **kw), _ab, {}, TypeError,
+                    r"a: scaled_mm takes 8-bit inputs .*got bfloat16; 16/32-bit inputs: tlgemm\.matmul"),
+    "out_dtype_int32": (tlgemm.matmul, _ab, {"out_dtype": torch.int32}, TypeError,
+                        r"out_dtype: for bfloat16 inputs \(matmul\) one of float32, float16, bfloat16, got int32"),
+    "out_dtype_type": (tlgemm.matmul, _ab, {"out_dtype": "bf16"}, TypeError, r"out_dtype: expected a torch\.dtype"),
+    "backend": (tlgemm.matmul, _ab, {"backend": "cuda"}, ValueError,
+                r"backend: expected 'auto', 'tilelang' or 'triton', got 'cuda'"),
+    "schedule_type": (tlgemm.matmul, _ab, {"schedule": {"block_m": 64}}, TypeError,
+                      r"schedule: expected a tlgemm\.schedules\.Schedule or None, got dict"),
+    "cpu": (tlgemm.matmul, _ab, {}, ValueError, r"a: on cpu; tlgemm's kernels run on CUDA \(or ROCm\) GPUs"),
+    "cpu_bmm": (tlgemm.bmm, lambda: (torch.randn(2, 8, 16), torch.randn(2, 16, 4)), {}, ValueError, r"a: on cpu"),
+    "two_devices": (tlgemm.matmul, lambda: (_ab()[0], _meta(16, 12)), {}, ValueError,
+                    r"b: on meta, but a is on cpu; all tensors must be on one device"),
+    "out_type": (tlgemm.matmul, _ab, {"out": [0]}, TypeError, r"out: expected a torch\.Tensor"),
+    "out_shape": (tlgemm.matmul, _ab, {"out": torch.empty(8, 11)}, ValueError,
+                  r"out: expected shape \[8, 12\], got \[8, 11\]"),
+    "out_dtype_conflict": (tlgemm.matmul, _ab, {"out": torch.empty(8, 12), "out_dtype": torch.float16}, ValueError,
+                           r"out: dtype torch\.float32 differs from out_dtype=torch\.float16"),
+    "out_device": (tlgemm.matmul, _ab, {"out": _meta(8, 12)}, ValueError, r"out: on meta, but a is on cpu"),
+    "a_int32_elements": (tlgemm.matmul, lambda: (_meta(2**16, 2**15), _meta(2**15, 4)), {}, ValueError,
+                         r"a: holds 2147483648 elements; the kernels index in int32"),
+    "out_int32_elements": (tlgemm.matmul, lambda: (_meta(2**16, 1), _meta(1, 2**15)), {}, ValueError,
+                           r"out: holds 2147483648 elements; the kernels index in int32"),
+    "bmm_int32_elements": (tlgemm.bmm, lambda: (_meta(2**11, 2**10, 2**10), _meta(2**11, 2**10, 8)), {}, ValueError,
+                           r"a: holds 2147483648 elements"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_is_named(case):
+    fn, make, kwargs, error, message = CASES[case]
+    a, b = make()
+    with pytest.raises(error, match=message):
+        fn(a, b, **kwargs)
+
+
+ADDMM_CASES = {
+    "bias_type": ([1.0], TypeError, r"bias: expected a torch\.Tensor, got list"),
+    "bias_int": (torch.ones(12, dtype=torch.int32), TypeError, r"bias: dtype must be float32, float16 or bfloat16"),
+    "bias_shape": (torch.ones(5), ValueError,
+                   r"bias: shape \[5\] does not broadcast to the result \[M, N\] = \[8, 12\]"),
+    "bias_3d": (torch.ones(1, 8, 12), ValueError, r"bias: shape \[1, 8, 12\] does not broadcast"),
+    "bias_device": (_meta(12, dtype=torch.float32), ValueError, r"bias: on meta, but a is on cpu"),
+}
+
+
+@pytest.mark.parametrize("case", ADDMM_CASES)
+def test_addmm_bias_rules(case):
+    bias, error, message = ADDMM_CASES[case]
+    a, b = _ab()
+    with pytest.raises(error, match=message):
+        tlgemm.addmm(bias, a, b)
+
+
+def _fp8(M=8, N=12, K=16):
+    return _ab(M, N, K, dtype=E4M3)
+
+
+SCALED_CASES = {
+    "scale_type": (lambda M, N, K: (2.0, torch.ones(1)), {}, TypeError, r"scale_a: expected a torch\.Tensor"),
+    "scale_dtype": (lambda M, N, K: (torch.ones(1), torch.ones(N, dtype=torch.bfloat16)), {}, TypeError,
+                    r"scale_b: dtype must be float32, got bfloat16"),
+    "scale_device": (lambda M, N, K: (torch.ones(1), _meta(N, dtype=torch.float32)), {}, ValueError,
+                     r"scale_b: on meta, but a is on cpu"),
+    "scale_shape": (lambda M, N, K: (torch.ones(M + 1), torch.ones(1)), {}, ValueError,
+                    r"scale_a, scale_b: shapes \[9\] and \[1\] match no scaling of \[8, 16\] @ \[16, 12\]: per-tensor"),
+    "torch_block_layout": (lambda M, N, K: (torch.ones(M, 3), torch.ones(3, 2)), {}, ValueError,
+                           r"this scale_b is torch\._scaled_mm's \[K/128, N/128\] layout: pass scale_b\.t\(\)"),
+    "bias_2d": (lambda M, N, K: (torch.ones(1), torch.ones(1)), {"bias": torch.ones(8, 12)}, ValueError,
+                r"bias: scaled_mm takes a 1-D \[N\] = \[12\] bias"),
+    "int8_block": (lambda M, N, K: (torch.ones(M, 3), torch.ones(2, 3)), {}, TypeError,
+                   r"block-wise scales take fp8 inputs"),
+}
+
+
+@pytest.mark.parametrize("case", SCALED_CASES)
+def test_scaled_mm_scale_rules(case):
+    make, kwargs, error, message = SCALED_CASES[case]
+    if case == "torch_block_layout":
+        a, b = _fp8(8, 256, 384)
+        scales = make(8, 256, 384)
+    elif case == "int8_block":
+        a, b = _ab(8, 256, 384, dtype=torch.int8)
+        scales = make(8, 256, 384)
+    else:
+        a, b = _fp8()
+        scales = make(8, 12, 16)
+    with pytest.raises(error, match=message):
+        tlgemm.scaled_mm(a, b, *scales, **kwargs)
+
+
+def test_fp8_pairs_may_mix():
+    """e4m3 x e5m2 passes the dtype rules (and stops at the device rule on a CPU-only machine)."""
+    a, b = _ab(dtype=E4M3)[0], _ab(dtype=E5M2)[1]
+    with pytest.raises(ValueError, match=r"a: on cpu"):
+        tlgemm.matmul(a, b)
+
+
+def test_explicit_tilelang_off_hopper_is_an_error():
+    a, b = _meta(64, 64), _meta(64, 64)
+    with pytest.raises(ValueError, match=r"backend: 'tilelang' cannot run this: sm_80 is not sm_90"):
+        tlgemm.explain(a, b, backend="tilelang", gpu="sm80")
+
+
+def test_tilelang_needs_tf32_for_float32(monkeypatch):
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    a, b = _meta(64, 64, dtype=torch.float32), _meta(64, 64, dtype=torch.float32)
+    with pytest.raises(ValueError, match=r"float32 inputs with TF32 off .*wgmma has no full-precision"):
+        tlgemm.explain(a, b, backend="tilelang")
+    assert tlgemm.explain(a, b).backend == "triton"
+
+
+# ---- empty problems: torch's result, no launch, on any device -----------------------------
+
+
+@pytest.mark.parametrize("M, N, K", [(0, 5, 7), (4, 0, 7), (4, 5, 0), (0, 0, 0)])
+def test_empty_matmul(M, N, K):
+    a, b = torch.randn(M, K, dtype=torch.bfloat16), torch.randn(K, N, dtype=torch.bfloat16)
+    out = tlgemm.matmul(a, b)
+    assert out.shape == (M, N) and out.dtype == torch.bfloat16 and out.device.type == "cpu"
+    assert torch.equal(out, torch.matmul(a, b))
+
+
+def test_empty_int8_and_fp8_defaults():
+    assert tlgemm.matmul(torch.ones(3, 0, dtype=torch.int8), torch.ones(0, 2, dtype=torch.int8)).dtype == torch.int32
+    out = tlgemm.matmul(torch.ones(3, 0, dtype=torch.float32).to(E4M3), torch.ones(0, 2).to(E5M2))
+    assert out.dtype == torch.bfloat16 and torch.equal(out, torch.zeros(3, 2, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("bias_shape", [(5,), (1, 5), (4, 1), (4, 5), ()])
+def test_empty_k_addmm_is_beta_bias(bias_shape):
+    a, b = torch.randn(4, 0), torch.randn(0, 5)
+    bias = torch.randn(bias_shape)
+    out = tlgemm.addmm(bias, a, b, alpha=3.0, beta=0.5)
+    torch.testing.assert_close(out, torch.addmm(bias, a, b, alpha=3.0, beta=0.5))
+    nan_bias = torch.full(bias_shape, float("nan"))
+    assert torch.equal(tlgemm.addmm(nan_bias, a, b, beta=0), torch.zeros(4, 5))
+
+
+def test_empty_into_out():
+    out = torch.full((4, 5), 7.0)
+    assert tlgemm.matmul(torch.randn(4, 0), torch.randn(0, 5), out=out) is out
+    assert torch.equal(out, torch.zeros(4, 5))
+
+
+def test_empty_bmm_and_scaled_mm():
+    assert tlgemm.bmm(torch.randn(0, 3, 4), torch.randn(0, 4, 5)).shape == (0, 3, 5)
+    assert torch.equal(tlgemm.bmm(torch.randn(2, 3, 0), torch.randn(2, 0, 5)), torch.zeros(2, 3, 5))
+    a, b = torch.ones(3, 0).to(E4M3), torch.ones(0, 5).to(E4M3)
+    bias = torch.randn(5, dtype=torch.bfloat16)
+    out = tlgemm.scaled_mm(a, b, torch.ones(1), torch.ones(1), bias=bias)
+    assert out.dtype == torch.bfloat16 and torch.equal(out, bias.expand(3, 5))
+
+
+def test_empty_still_checks_dtypes():
+    with pytest.raises(TypeError, match=r"a: dtype float64"):
+        tlgemm.matmul(torch.randn(0, 3, dtype=torch.float64), torch.randn(3, 2, dtype=torch.float64))
+
+
+# ---- the Triton copy rule -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make, copied, major", [
+    (lambda: torch.randn(8, 16), False, "row"),
+    (lambda: torch.randn(16, 8).t(), False, "col"),
+    (lambda: torch.randn(8, 32)[:, :16], False, "row"),
+    (lambda: torch.randn(8, 32)[:, ::2], True, "row"),
+    (lambda: torch.randn(1, 16), False, "row"),
+    (lambda: torch.randn(8, 1).expand(8, 16), True, "row"),
+    (lambda: torch.randn(1, 8, 16).expand(4, 8, 16), False, "row"),
+    (lambda: torch.empty(2**16, 2**16, device="meta")[:, :2], True, "row"),
+])
+def test_copy_rule(make, copied, major):
+    why, order = api._layout(make())
+    assert (why is not None) == copied and order == major

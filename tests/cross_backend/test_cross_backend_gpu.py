@@ -1,0 +1,133 @@
+"""GPU: every kernel family in both backends on the same random inputs, checked three ways —
+TileLang vs the float64 reference, Triton vs the reference, and TileLang vs Triton — with
+outputs poisoned first; and the two backends' schedule traces against the host reference.
+
+Each family draws CASES random problems (seeded, so a failure names a reproducible case):
+ragged M, N, K including M ∈ {1, 7, 64, 65} and K < block_k, random dtypes, row- or
+column-major operands, and (scaled family) random epilogues.
+"""
+
+import random
+
+import pytest
+import torch
+
+import tlgemm.tilelang as TL
+import tlgemm.triton as TR
+from tlgemm.schedules import Schedule, work
+from tlgemm.testing import poisoned, random_operand, reference_gemm, relative_error, tolerance
+
+pytestmark = pytest.mark.gpu
+
+DEV = "cuda"
+CASES = 200
+SMALL_M = (1, 7, 64, 65)
+# name: (a dtype, b dtype, out dtype, tolerance dtype)
+DTYPES = {
+    "bf16": (torch.bfloat16, torch.bfloat16, torch.bfloat16, torch.bfloat16),
+    "fp16": (torch.float16, torch.float16, torch.float16, torch.float16),
+    "tf32": (torch.float32, torch.float32, torch.float32, torch.float32),
+    "e4m3": (torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, torch.float8_e4m3fn),
+    "int8": (torch.int8, torch.int8, torch.int32, torch.int8),
+}
+# The persistent families run on 16 programs: the Triton kernels take the grid size as a
+# compile-time constant, so this bounds their recompiles; Stream-K keeps the SM count.
+FAMILIES = {
+    "persistent": (("bf16", "fp16", "tf32", "e4m3", "int8"), False,
+                   Schedule(block_m=128, block_n=128, block_k=64, num_stages=3).persistent(16)),
+    "streamk": (("bf16", "e4m3", "tf32"), False,
+                Schedule(block_m=128, block_n=128, block_k=64, num_stages=3).persistent(132).streamk(50)),
+    "scaled": (("bf16", "e4m3"), True, Schedule(block_m=128, block_n=128, block_k=64, num_stages=3).persistent(16)),
+}
+
+
+def _schedule_for(base: Schedule, dtype: torch.dtype) -> Schedule:
+    """One 128-byte swizzle row of K per stage (tf32: 32, 16-bit: 64, 8-bit: 128)."""
+    return Schedule(**{**base.__dict__, "block_k": 128 // dtype.itemsize})
+
+
+def _case(rng: random.Random, dtypes, epilogues: bool):
+    M = rng.choice(SMALL_M) if rng.random() < 0.3 else rng.randint(1, 1500)
+    N = rng.randint(1, 1500)
+    K = rng.randint(1, 127) if rng.random() < 0.2 else rng.randint(1, 2048)
+    dtype = rng.choice(dtypes)
+    sixteen = DTYPES[dtype][0].itemsize == 2
+    layouts = (rng.random() < 0.5, rng.random() < 0.5) if sixteen else (rng.random() < 0.2, rng.random() < 0.2)
+    epi = {}
+    if epilogues:
+        epi = dict(scale_a=rng.choice([None, "tensor", "row"]), scale_b=rng.choice([None, "tensor", "col"]),
+                   bias=rng.random() < 0.5)
+    return M, N, K, dtype, layouts, epi
+
+
+def _operand(rows, cols, dtype, generator, column_major):
+    if column_major:
+        return random_operand((cols, rows), dtype, generator=generator, device=DEV).T
+    return random_operand((rows, cols), dtype, generator=generator, device=DEV)
+
+
+def _epilogue(epi, M, N, out_dtype, generator):
+    kw = {}
+    if epi.get("scale_a"):
+        kw["scale_a"] = (torch.rand(M if epi["scale_a"] == "row" else 1, generator=generator) + 0.5).to(DEV)
+    if epi.get("scale_b"):
+        kw["scale_b"] = (torch.rand(N if epi["scale_b"] == "col" else 1, generator=generator) + 0.5).to(DEV)
+    if epi.get("bias"):
+        kw["bias"] = torch.randn(N, generator=generator).to(DEV, out_dtype)
+    return kw
+
+
+def _close(out, ref, tol_dtype, what):
+    if tol_dtype == torch.int8:
+        assert torch.equal(out.cpu().long(), ref.cpu().long()), f"{what}: int8 GEMM not exact"
+        return
+    assert not torch.isnan(out).any(), f"{what}: NaN left (an element was not written)"
+    err = relative_error(out, ref)
+    bound = tolerance(tol_dtype, allow_tf32=tol_dtype == torch.float32)
+    assert err <= bound, f"{what}: relative error {err:.3e} > {bound:.0e}"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_backends_agree(family):
+    dtypes, epilogues, base = FAMILIES[family]
+    rng = random.Random(f"cross-{family}")
+    generator = torch.Generator().manual_seed(hash(family) % 2**31)
+    failures = []
+    for index in range(CASES):
+        M, N, K, dtype, layouts, epi = _case(rng, dtypes, epilogues)
+        a_dtype, b_dtype, out_dtype, tol = DTYPES[dtype]
+        if epi.get("scale_a") or epi.get("scale_b") or epi.get("bias"):
+            out_dtype = torch.bfloat16
+        if out_dtype == torch.bfloat16 and tol == torch.int8:
+            tol = torch.bfloat16  # exact int32 products, rounded to bf16 by the epilogue
+        schedule = _schedule_for(base, a_dtype)
+        a = _operand(M, K, a_dtype, generator, layouts[0])
+        b = _operand(K, N, b_dtype, generator, layouts[1])
+        kw = _epilogue(epi, M, N, out_dtype, generator)
+        ref = reference_gemm(a, b, **kw)
+        what = f"{family} case {index}: M={M} N={N} K={K} {dtype} layouts={layouts} epilogue={epi}"
+        outs = {}
+        try:
+            for name, backend in (("tilelang", TL), ("triton", TR)):
+                out = poisoned((M, N), out_dtype, DEV)
+                backend.matmul(a, b, schedule, out=out, **kw)
+                _close(out, ref, tol, f"{what} [{name} vs reference]")
+                outs[name] = out
+            _close(outs["tilelang"], outs["triton"].to(torch.float64), tol, f"{what} [tilelang vs triton]")
+        except AssertionError as err:
+            failures.append(str(err))
+    assert not failures, f"{len(failures)}/{CASES} cases failed:\n" + "\n".join(failures[:20])
+
+
+@pytest.mark.parametrize("schedule", [
+    Schedule().persistent(), Schedule(group_size_m=4, raster="n").persistent(),
+    Schedule().persistent().streamk(40), Schedule(block_m=64, block_n=256).persistent().streamk(9),
+], ids=["persistent", "grouped-n", "streamk", "streamk-64x256"])
+@pytest.mark.parametrize("shape", [(2000, 3000, 700), (100, 4000, 1000), (64, 64, 4096)], ids=lambda s: "x".join(map(str, s)))
+def test_traces_agree(shape, schedule):
+    M, N, K = shape
+    tilelang_trace = TL.schedule_trace(M, N, K, schedule, num_sms=132)
+    triton_trace = TR.schedule_trace(M, N, K, schedule, num_sms=132)
+    host = [work(p, M, N, K, schedule, 132) for p in range(len(triton_trace))]
+    assert triton_trace == host
+    assert tilelang_trace == host

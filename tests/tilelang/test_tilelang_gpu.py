@@ -1,0 +1,116 @@
+"""GPU tests of the TileLang backend's kernels against the float64 reference: every input
+dtype, K-/MN-major operands, ragged M/N/K (TMA bounds), every epilogue, one and two consumer
+warpgroups, Stream-K reproducibility, and the device schedule trace vs the host reference."""
+
+import pytest
+import torch
+
+import tlgemm.tilelang as TL
+from tlgemm.schedules import Schedule, work
+from tlgemm.tilelang.launch import make_spec, shared_memory_bytes
+from tlgemm.testing import assert_gemm_close, poisoned, random_operand, reference_gemm
+
+pytestmark = pytest.mark.gpu
+
+DEV = "cuda"
+ONE_WG = Schedule(block_m=128, block_n=128, block_k=64, num_stages=4).persistent()
+TWO_WG = Schedule(block_m=128, block_n=256, block_k=64, num_stages=3, num_warpgroups=2).persistent()
+STREAMK = Schedule(block_m=128, block_n=128, block_k=64, num_stages=4).persistent().streamk(40)
+# name: (a dtype, b dtype, out dtype, tolerance dtype)
+DTYPES = {
+    "fp16": (torch.float16, torch.float16, torch.float16, torch.float16),
+    "bf16": (torch.bfloat16, torch.bfloat16, torch.bfloat16, torch.bfloat16),
+    "tf32": (torch.float32, torch.float32, torch.float32, torch.float32),
+    "e4m3": (torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, torch.float8_e4m3fn),
+    "e5m2": (torch.float8_e5m2, torch.float8_e5m2, torch.float16, torch.float8_e5m2),
+    "e4m3xe5m2": (torch.float8_e4m3fn, torch.float8_e5m2, torch.float32, torch.float8_e4m3fn),
+    "int8": (torch.int8, torch.int8, torch.int32, torch.int8),
+}
+SHAPES = [(1, 128, 64), (65, 200, 77), (257, 511, 1000), (1024, 1024, 1024)]
+
+
+def _block_k(dtype, schedule, out_dtype=torch.bfloat16):
+    """One 128-byte swizzle row of K per stage, and as many stages (<= the schedule's) as
+    the H100's 227 KiB of shared memory holds."""
+    s = Schedule(**{**schedule.__dict__, "block_k": 128 // dtype.itemsize})
+    while shared_memory_bytes(make_spec(dtype, dtype, out_dtype, s, 132)) > 232448:
+        s = s.stages(s.num_stages - 1)
+    return s
+
+
+def _operand(rows, cols, dtype, generator, column_major):
+    if column_major:
+        return random_operand((cols, rows), dtype, generator=generator, device=DEV).T
+    return random_operand((rows, cols), dtype, generator=generator, device=DEV)
+
+
+def check(out, ref, tol_dtype, what):
+    if tol_dtype == torch.int8:
+        assert torch.equal(out.cpu().long(), ref.cpu().long()), f"{what}: int8 GEMM not exact"
+    else:
+        assert_gemm_close(out, ref, tol_dtype, allow_tf32=tol_dtype == torch.float32, what=what)
+
+
+@pytest.mark.parametrize("schedule", [ONE_WG, TWO_WG, STREAMK], ids=["1wg", "2wg", "streamk"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_matches_reference(generator, shape, dtype, schedule):
+    M, N, K = shape
+    a_dtype, b_dtype, out_dtype, tol = DTYPES[dtype]
+    s = _block_k(a_dtype, schedule, out_dtype)
+    a = _operand(M, K, a_dtype, generator, False)
+    b = _operand(K, N, b_dtype, generator, True)
+    out = poisoned((M, N), out_dtype, DEV)
+    TL.matmul(a, b, s, out=out)
+    check(out, reference_gemm(a, b), tol, f"{dtype} {shape}")
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("layouts", [(0, 0), (0, 1), (1, 0), (1, 1)], ids=["nn", "nt", "tn", "tt"])
+def test_mn_major_operands(generator, dtype, layouts):
+    M, N, K = 300, 264, 200
+    a_dtype, b_dtype, out_dtype, tol = DTYPES[dtype]
+    a = _operand(M, K, a_dtype, generator, bool(layouts[0]))
+    b = _operand(K, N, b_dtype, generator, bool(layouts[1]))
+    out = poisoned((M, N), out_dtype, DEV)
+    TL.matmul(a, b, ONE_WG, out=out)
+    check(out, reference_gemm(a, b), tol, f"layouts={layouts}")
+
+
+@pytest.mark.parametrize("epilogue", ["tensor", "row_col", "bias", "row_col_bias"])
+@pytest.mark.parametrize("dtype", ["bf16", "e4m3", "int8"])
+def test_epilogues(generator, dtype, epilogue):
+    M, N, K = 333, 250, 320
+    a_dtype, b_dtype, _, tol = DTYPES[dtype]
+    s = _block_k(a_dtype, ONE_WG)
+    a = _operand(M, K, a_dtype, generator, False)
+    b = _operand(K, N, b_dtype, generator, True)
+    kw = {}
+    if epilogue == "tensor":
+        kw = dict(scale_a=torch.rand(1, generator=generator).to(DEV) + 0.5, scale_b=torch.rand(1, generator=generator).to(DEV) + 0.5)
+    if "row_col" in epilogue:
+        kw = dict(scale_a=torch.rand(M, generator=generator).to(DEV) + 0.5, scale_b=torch.rand(N, generator=generator).to(DEV) + 0.5)
+    if "bias" in epilogue:
+        kw["bias"] = torch.randn(N, generator=generator).to(DEV, torch.bfloat16)
+    out = poisoned((M, N), torch.bfloat16, DEV)
+    TL.matmul(a, b, s, out=out, **kw)
+    check(out, reference_gemm(a, b, **kw), torch.bfloat16 if tol == torch.int8 else tol, epilogue)
+
+
+def test_streamk_is_reproducible(generator):
+    a = random_operand((1000, 777), torch.bfloat16, generator=generator, device=DEV)
+    b = random_operand((777, 900), torch.bfloat16, generator=generator, device=DEV).T.contiguous().T
+    first = TL.matmul(a, b, STREAMK)
+    for _ in range(19):
+        assert torch.equal(TL.matmul(a, b, STREAMK), first)
+
+
+@pytest.mark.parametrize("schedule", [
+    ONE_WG, Schedule(group_size_m=3, raster="n").persistent(), STREAMK, Schedule(block_m=64).persistent().streamk(7),
+    Schedule(block_n=64),
+], ids=["persistent", "grouped-n", "streamk", "streamk-small", "data-parallel"])
+@pytest.mark.parametrize("shape", [(1000, 1000, 512), (130, 2000, 70), (64, 64, 1000)], ids=lambda s: "x".join(map(str, s)))
+def test_trace_equals_host_reference(shape, schedule):
+    M, N, K = shape
+    trace = TL.schedule_trace(M, N, K, schedule, num_sms=132)
+    assert trace == [work(p, M, N, K, schedule, 132) for p in range(len(trace))]

@@ -1,0 +1,79 @@
+"""CPU: each TileLang kernel family lowers for sm_90a; the CUDA source has TMA loads,
+mbarrier pipelining, the expected wgmma instantiations, a TMA store, and no mma.sync."""
+
+import re
+
+import pytest
+import torch
+
+from tlgemm.schedules import Schedule
+from tlgemm.tilelang import kernel_source
+
+SCHEDULE = Schedule(block_m=128, block_n=256, block_k=64, num_stages=3, num_warpgroups=2).persistent(132)
+CASES = {
+    "persistent-bf16": (torch.bfloat16, torch.bfloat16, None, SCHEDULE, {}),
+    "persistent-f16-mn": (torch.float16, torch.float16, None, SCHEDULE, dict(a_major="MN", b_major="MN")),
+    "scaled-e4m3": (torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
+                    Schedule(block_m=128, block_n=128, block_k=128, num_stages=4).persistent(132),
+                    dict(scale_a="row", scale_b="col", bias=True)),
+    "streamk-tf32": (torch.float32, torch.float32, None,
+                     Schedule(block_m=128, block_n=128, block_k=32, num_stages=3).persistent(132).streamk(40), {}),
+    "persistent-int8": (torch.int8, torch.int8, None,
+                        Schedule(block_m=128, block_n=128, block_k=128, num_stages=4).persistent(132), {}),
+}
+WGMMA = {
+    "persistent-bf16": "kBFloat16, tl::DataType::kBFloat16, tl::DataType::kFloat32, 64, 256, 16, false, false",
+    "persistent-f16-mn": "kFloat16, tl::DataType::kFloat16, tl::DataType::kFloat32, 64, 256, 16, true, true",
+    "scaled-e4m3": "kFloat8_e4m3, tl::DataType::kFloat8_e4m3, tl::DataType::kFloat32, 64, 128, 32, false, false",
+    "streamk-tf32": "kTensorFloat32, tl::DataType::kTensorFloat32, tl::DataType::kFloat32, 64, 128, 8, false, false",
+    "persistent-int8": "kInt8, tl::DataType::kInt8, tl::DataType::kInt32, 64, 128, 32, false, false",
+}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def lowered(request):
+    a, b, out, schedule, kw = CASES[request.param]
+    return request.param, schedule, kernel_source(512, 512, 512, a, b, out, schedule, **kw)
+
+
+def test_structure(lowered):
+    name, schedule, src = lowered
+    assert "mma.sync" not in src and "mma_sync" not in src
+    assert src.count("tl::tma_load(") >= 2 and "tl::tma_store(" in src
+    assert re.search(r"\.expect_transaction\(", src) and re.search(r"\]\.wait\(", src)
+    assert f"init({schedule.num_warpgroups * 128})" in src, "empty barriers count every consumer thread"
+    assert "warpgroup_reg_dealloc<40>" in src and "warpgroup_reg_alloc<232>" in src
+    instantiations = set(re.findall(r"wgmma_ss<tl::DataType::([^>]*)>", src))
+    assert instantiations and all(i.startswith(WGMMA[name]) for i in instantiations), instantiations
+    assert "warpgroup_wait<1>" in src, "one wgmma batch stays in flight across K-iterations"
+
+
+def test_streamk_fixup_is_flagged(lowered):
+    name, _, src = lowered
+    if "streamk" not in name:
+        pytest.skip("Stream-K only")
+    assert "AtomicStore" in src and "AtomicLoad" in src and "__sync_thread_partial(9" in src
+
+
+def test_tir_is_available_without_gpu():
+    tir = kernel_source(64, 64, 64, torch.bfloat16, torch.bfloat16, None, SCHEDULE, emit="tir")
+    assert "T.ptx_wgmma_ss" in tir or "ptx_wgmma_ss" in tir
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(emit="ptx"), "emit"),
+    (dict(M=0), "M"),
+])
+def test_errors(bad, match):
+    args = dict(M=64, N=64, K=64)
+    emit = bad.pop("emit", "cuda")
+    args.update(bad)
+    with pytest.raises(ValueError, match=match):
+        kernel_source(args["M"], args["N"], args["K"], torch.bfloat16, torch.bfloat16, None, SCHEDULE, emit=emit)
+
+
+def test_schedule_rules():
+    with pytest.raises(ValueError, match="split_k"):
+        kernel_source(64, 64, 64, torch.bfloat16, torch.bfloat16, None, Schedule().splitk(2))
+    with pytest.raises(ValueError, match="is_swap_ab"):
+        kernel_source(64, 64, 64, torch.bfloat16, torch.bfloat16, None, Schedule().swap_ab())

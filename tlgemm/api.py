@@ -1,0 +1,927 @@
+"""Python entry points: matmul, addmm, bmm, scaled_mm, explain, autotune.
+
+Results follow torch.mm / torch.addmm / torch.bmm / torch._scaled_mm. What tlgemm adds is
+below; a broken rule raises TypeError (a wrong type or dtype) or ValueError (anything else)
+naming the argument and the rule.
+
+Dtypes   a, b: float32, float16, bfloat16 (a and b alike), float8_e4m3fn / float8_e5m2 (may
+         mix), int8. out_dtype: float32, float16, bfloat16; int8 inputs also int32. Defaults:
+         the input's dtype, bfloat16 for fp8, int32 for int8 (scaled_mm: bfloat16). float32
+         inputs use TF32 when torch.backends.cuda.matmul.allow_tf32 is set (as torch.matmul);
+         TileLang has no full-precision float32 path, so with TF32 off "auto" takes Triton and
+         backend="tilelang" is an error. addmm takes 16/32-bit floats; scaled_mm 8-bit inputs.
+Devices  every tensor on one CUDA (or ROCm) device. CPU tensors are an error, except under
+         TRITON_INTERPRET=1 (Triton's interpreter, for debugging) and for empty problems.
+Empty    M, N, K or the batch = 0: no kernel runs. The result is empty, or zeros when K = 0
+         (addmm: beta·bias broadcast; scaled_mm: its bias broadcast). Checked before devices.
+Layout   (the copy rule; explain() lists each copy) Triton: a matrix is read as it is when
+         row-major or column-major (unit stride in one of its two dims, the other stride at
+         least that dim's extent; any batch stride, 0 included, so an expanded batch costs no
+         copy); anything else is copied once, row-major. TileLang: its launcher's rule
+         (tlgemm.tilelang.launch): dense K-major operands (a row-major, b column-major) and,
+         for 16-bit inputs, dense MN-major ones are read as they are, anything else is copied
+         once to K-major; TMA needs 16-byte aligned rows, so K is zero-padded (a copy) when
+         K's rows are not, and the result goes through a temporary when N's rows are not or
+         `out` is not a dense row-major matrix. "auto" takes Triton when K or N rows are not
+         16-byte aligned, so those padding copies happen only with backend="tilelang".
+Size     the kernels index in int32: a tensor holding 2**31 elements or more is an error; an
+         operand spanning that many (a sparse view) but holding fewer is copied compactly.
+Backend  "auto": TileLang on sm_90 (Hopper) when tlgemm.tilelang has the kernel, Triton
+         elsewhere (other NVIDIA GPUs, AMD through ROCm); explain() says which and why.
+Schedule None: the autotune cache (tlgemm.autotune) entry for this GPU, backend, dtypes and
+         shape bucket, else tlgemm.schedules.select's best candidate that the backends run
+         (no split-K, no swap-AB; bmm: no Stream-K). bmm selects for the [B·M, N, K] problem.
+Caches   the resolved backend, schedule and kernel are kept per (op, shape bucket, N, K,
+         dtypes, device, backend, schedule): a repeated call selects nothing, reads no cache
+         file and validates no dtype again; it checks shapes, devices and strides, allocates
+         the output and launches.
+torch    eager calls go straight to the kernels. Under torch.compile, and when an input
+         requires grad, the same call goes through the torch.library ops
+         tlgemm::matmul / addmm / bmm / scaled_mm (tlgemm.ops: fake implementations for
+         tracing; gradients for matmul, addmm and bmm).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+import torch
+
+from tlgemm.schedules import AutotuneCache, Schedule, Selection, cdiv, num_programs, select, shape_bucket
+
+__all__ = ["matmul", "addmm", "bmm", "scaled_mm", "explain", "autotune", "Explanation", "AutotuneResult",
+           "Target", "TARGETS"]
+
+_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+_FLOAT = (torch.float32, torch.float16, torch.bfloat16)
+_INPUTS = _FLOAT + _FP8 + (torch.int8,)
+_LIMIT = 2**31
+_BACKENDS = ("auto", "tilelang", "triton")
+#: op -> the backend function that runs it.
+_KERNEL = {"matmul": "matmul", "addmm": "matmul", "scaled_mm": "matmul", "bmm": "bmm",
+           "blockscaled": "blockscaled_matmul"}
+_PUBLIC = {"matmul": "matmul", "addmm": "addmm", "scaled_mm": "scaled_mm", "bmm": "bmm",
+           "blockscaled": "scaled_mm"}
+_WGMMA_TYPE = {torch.float32: "tf32", torch.float16: "f16", torch.bfloat16: "bf16",
+               torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2", torch.int8: "s8"}
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+# ---- targets ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """A GPU as the dispatcher sees it: a real device, or a named target for analysis."""
+
+    name: str  # the GPU's name (autotune cache key) or the analysis target's label
+    vendor: str  # "cuda", "hip" or "interpreter"
+    arch: str  # "sm_90", "sm_80", "gfx942", "cpu"
+    num_sms: int
+    smem_bytes: int  # shared memory per block (opt-in maximum)
+    analysis: bool = False  # a description only: nothing runs, no autotune cache
+
+    @property
+    def hopper(self) -> bool:
+        return self.vendor == "cuda" and self.arch == "sm_90"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.arch}, {self.num_sms} SMs, {self.smem_bytes / 1024:.0f} KB shared memory per block)"
+
+
+#: Analysis targets for explain(gpu=...) and `tlgemm explain --gpu`.
+TARGETS = {
+    "sm90": Target("H100 SXM", "cuda", "sm_90", 132, 232448, analysis=True),
+    "sm80": Target("A100 SXM", "cuda", "sm_80", 108, 166912, analysis=True),
+    "gfx942": Target("MI300X", "hip", "gfx942", 304, 65536, analysis=True),
+}
+_INTERPRETER = Target("Triton interpreter", "interpreter", "cpu", 8, 232448)
+
+
+@functools.lru_cache(maxsize=None)
+def _device_target(device: torch.device) -> Target:
+    props = torch.cuda.get_device_properties(device)
+    smem = getattr(props, "shared_memory_per_block_optin", 0) or getattr(props, "shared_memory_per_block", 49152)
+    if torch.version.hip:
+        return Target(props.name, "hip", props.gcnArchName.split(":")[0], props.multi_processor_count, smem)
+    return Target(props.name, "cuda", f"sm_{props.major}{props.minor}", props.multi_processor_count, smem)
+
+
+def _target_of(device: torch.device) -> Target:
+    if device.type == "cuda":
+        return _device_target(device)
+    if device.type == "cpu":
+        from tlgemm.triton.shim import interpreting
+
+        if interpreting():
+            return _INTERPRETER
+    raise ValueError(f"a: on {device}; tlgemm's kernels run on CUDA (or ROCm) GPUs: move the tensors there "
+                     "(e.g. a.cuda()); CPU tensors run only under TRITON_INTERPRET=1 (Triton's interpreter)")
+
+
+def _explain_target(gpu, device: torch.device) -> Target:
+    if isinstance(gpu, Target):
+        return gpu
+    if gpu is None:
+        if device.type == "cuda":
+            return _device_target(device)
+        from tlgemm.triton.shim import interpreting
+
+        return _INTERPRETER if device.type == "cpu" and interpreting() else TARGETS["sm90"]
+    if gpu in TARGETS:
+        return TARGETS[gpu]
+    if isinstance(gpu, str) and gpu.split(":")[0] == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"gpu: {gpu!r} names the CUDA device, but torch.cuda.is_available() is False here; "
+                             f"use one of {sorted(TARGETS)}")
+        return _device_target(torch.device(gpu if ":" in gpu else f"cuda:{torch.cuda.current_device()}"))
+    raise ValueError(f"gpu: expected one of {sorted(TARGETS)}, 'cuda[:N]' or a tlgemm.api.Target, got {gpu!r}")
+
+
+# ---- validation ---------------------------------------------------------------------------
+
+
+def _check_pair(a, b, ndim: int) -> tuple[int, int, int, int]:
+    """(M, N, K, batch) of a [.., M, K] @ b [.., K, N]: types, ranks, shapes, one device, int32 sizes."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.ndim == ndim and b.ndim == ndim):
+        for name, t, dims in (("a", a, "M, K"), ("b", b, "K, N")):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+            if t.ndim != ndim:
+                dims = dims if ndim == 2 else "B, " + dims
+                raise ValueError(f"{name}: expected a {ndim}-D tensor [{dims}], got shape {list(t.shape)}")
+    sa, sb = a.shape, b.shape
+    if sa[-1] != sb[-2]:
+        raise ValueError(f"a, b: inner dimensions differ: a is {list(sa)}, b is {list(sb)} "
+                         "(a [.., M, K] needs b [.., K, N])")
+    batch = 1
+    if ndim == 3:
+        batch = sa[0]
+        if sb[0] != batch:
+            raise ValueError(f"a, b: batch sizes differ: a is {list(sa)}, b is {list(sb)}; like torch.bmm, bmm does "
+                             "not broadcast: expand the smaller one (a stride-0 batch is read without a copy)")
+    if b.device != a.device:
+        raise ValueError(f"b: on {b.device}, but a is on {a.device}; all tensors must be on one device")
+    M, K, N = sa[-2], sa[-1], sb[-1]
+    if a.numel() >= _LIMIT or b.numel() >= _LIMIT or batch * M * N >= _LIMIT:
+        for name, numel in (("a", a.numel()), ("b", b.numel()), ("out", batch * M * N)):
+            if numel >= _LIMIT:
+                raise ValueError(f"{name}: holds {numel} elements; the kernels index in int32 (fewer than 2**31 "
+                                 "elements per tensor): split the problem")
+    return M, N, K, batch
+
+
+def _check_out(out, out_dtype, shape: tuple[int, ...], device: torch.device):
+    """The effective out_dtype argument: out.dtype when out is given (after checking it)."""
+    if out is None:
+        return out_dtype
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out: expected a torch.Tensor, got {type(out).__name__}")
+    if out.shape != shape:
+        raise ValueError(f"out: expected shape {list(shape)}, got {list(out.shape)}")
+    if out_dtype is not None and out.dtype != out_dtype:
+        raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
+    if out.device != device:
+        raise ValueError(f"out: on {out.device}, but a is on {device}; all tensors must be on one device")
+    return out.dtype
+
+
+def _result_dtype(op: str, a_dtype: torch.dtype, b_dtype: torch.dtype, out_dtype) -> torch.dtype:
+    """The output dtype of ``op`` for these inputs (the dtype rules of the module docstring)."""
+    allowed_inputs = ", ".join(map(_name, _INPUTS))
+    for name, dtype in (("a", a_dtype), ("b", b_dtype)):
+        if dtype not in _INPUTS:
+            raise TypeError(f"{name}: dtype {_name(dtype)} is not a tlgemm input; expected one of {allowed_inputs}")
+    if a_dtype != b_dtype and not (a_dtype in _FP8 and b_dtype in _FP8):
+        raise TypeError(f"a, b: dtypes must match (only float8_e4m3fn and float8_e5m2 may mix), "
+                        f"got {_name(a_dtype)} and {_name(b_dtype)}")
+    if op == "addmm" and a_dtype not in _FLOAT:
+        raise TypeError(f"a: addmm takes float32, float16 or bfloat16 inputs, got {_name(a_dtype)}; "
+                        "8-bit inputs with a bias: tlgemm.scaled_mm(..., bias=)")
+    if op in ("scaled_mm", "blockscaled") and a_dtype.itemsize != 1:
+        raise TypeError(f"a: scaled_mm takes 8-bit inputs (float8_e4m3fn, float8_e5m2, int8), got {_name(a_dtype)}; "
+                        "16/32-bit inputs: tlgemm.matmul or tlgemm.addmm")
+    if op == "blockscaled" and a_dtype not in _FP8:
+        raise TypeError(f"a, b: block-wise scales take fp8 inputs (float8_e4m3fn, float8_e5m2), got {_name(a_dtype)}")
+    if op in ("scaled_mm", "blockscaled"):
+        default = torch.bfloat16
+    else:
+        default = torch.bfloat16 if a_dtype in _FP8 else torch.int32 if a_dtype == torch.int8 else a_dtype
+    if out_dtype is None:
+        return default
+    if not isinstance(out_dtype, torch.dtype):
+        raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
+    allowed = _FLOAT + ((torch.int32,) if default == torch.int32 else ())
+    if out_dtype not in allowed:
+        raise TypeError(f"out_dtype: for {_name(a_dtype)} inputs ({_PUBLIC[op]}) one of "
+                        f"{', '.join(map(_name, allowed))}, got {_name(out_dtype)}")
+    return out_dtype
+
+
+def _bias_route(bias, M: int, N: int, device: torch.device) -> str:
+    """"scalar", "vector" ([N] or [1, N]: the kernel's epilogue) or "full" (added after the kernel)."""
+    if not isinstance(bias, torch.Tensor):
+        raise TypeError(f"bias: expected a torch.Tensor, got {type(bias).__name__}")
+    if bias.dtype not in _FLOAT:
+        raise TypeError(f"bias: dtype must be float32, float16 or bfloat16, got {_name(bias.dtype)}")
+    if bias.device != device:
+        raise ValueError(f"bias: on {bias.device}, but a is on {device}; all tensors must be on one device")
+    shape = list(bias.shape)
+    if len(shape) > 2 or any(d not in (1, full) for d, full in zip(shape[::-1], (N, M), strict=False)):
+        raise ValueError(f"bias: shape {shape} does not broadcast to the result [M, N] = [{M}, {N}]")
+    if bias.numel() == 1:
+        return "scalar"
+    if shape[-1] == N and bias.numel() == N:
+        return "vector"
+    return "full"
+
+
+def _scale_kind(scale_a, scale_b, M: int, N: int, K: int, device: torch.device) -> bool:
+    """True for block-wise scales, False for per-tensor / per-row / per-column ones.
+
+    The first rule that fits wins; where both fit (K <= 128 and N = 1, or single blocks) the
+    two readings compute the same product."""
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if not isinstance(s, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(s).__name__}")
+        if s.dtype != torch.float32:
+            raise TypeError(f"{name}: dtype must be float32, got {_name(s.dtype)}")
+        if s.device != device:
+            raise ValueError(f"{name}: on {s.device}, but a is on {device}; all tensors must be on one device")
+    sa, sb = tuple(scale_a.shape), tuple(scale_b.shape)
+    if (scale_a.numel() == 1 or sa in ((M,), (M, 1))) and (scale_b.numel() == 1 or sb in ((N,), (1, N))):
+        return False
+    kb, nb = cdiv(K, 128), cdiv(N, 128)
+    if sa == (M, kb) and sb == (nb, kb):
+        return True
+    hint = "; this scale_b is torch._scaled_mm's [K/128, N/128] layout: pass scale_b.t()" if sb == (kb, nb) else ""
+    raise ValueError(f"scale_a, scale_b: shapes {list(sa)} and {list(sb)} match no scaling of [{M}, {K}] @ [{K}, {N}]: "
+                     "per-tensor (1 element), per-row scale_a [M, 1] or [M], per-column scale_b [1, N] or [N], or "
+                     f"block-wise scale_a [M, ceil(K/128)] = [{M}, {kb}] with scale_b [ceil(N/128), ceil(K/128)] = "
+                     f"[{nb}, {kb}]{hint}")
+
+
+# ---- plans: backend, schedule and kernel, cached ----------------------------------------
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a call with this key runs."""
+
+    op: str
+    backend: str
+    launch: Callable  # launch(a, b, schedule, out, scale_a, scale_b, bias)
+    schedule: Schedule | None
+    out_dtype: torch.dtype
+    target: Target
+    fallbacks: tuple[Schedule, ...] = ()  # select()'s next candidates, tried if the backend rejects `schedule`
+
+
+_PLANS: dict[tuple, _Plan] = {}
+
+
+def _backend_kernel(backend: str, op: str):
+    return getattr(importlib.import_module(f"tlgemm.{backend}"), _KERNEL[op], None)
+
+
+def _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32) -> tuple[str | None, str | None]:
+    """(hard, soft): why TileLang cannot run this call, or why it would need copies."""
+    hard = soft = None
+    if not target.hopper:
+        hard = f"{target.arch} is not sm_90: TileLang's kernels issue wgmma (Hopper only)"
+    elif a_dtype == torch.float32 and not tf32:
+        hard = ("float32 inputs with TF32 off (torch.backends.cuda.matmul.allow_tf32 is False): "
+                "wgmma has no full-precision float32 path")
+    else:
+        try:
+            if _backend_kernel("tilelang", op) is None:
+                hard = f"tlgemm.tilelang has no {_KERNEL[op]} kernel in this installation"
+        except ImportError as err:
+            hard = f"tlgemm.tilelang does not import here ({err})"
+    size_in, size_out = a_dtype.itemsize, out_dtype.itemsize
+    if (K * size_in) % 16 or (N * size_in) % 16 or (N * size_out) % 16:
+        soft = (f"rows of K={K} or N={N} elements are not 16-byte aligned, which TMA needs "
+                "(TileLang would pad K or go through a temporary output)")
+    return hard, soft
+
+
+def _runs(op: str, s: Schedule) -> bool:
+    """Whether the backends' launchers take this schedule (no split-K, no swap-AB; bmm: no Stream-K)."""
+    return s.split_k == 1 and not s.is_swap_ab and not (op == "bmm" and s.streamk_tiles)
+
+
+def _dtype_key(a_dtype, b_dtype, out_dtype, tf32: bool) -> tuple[str, str, str]:
+    if tf32:
+        return "tf32", "tf32", _name(out_dtype)
+    return _name(a_dtype), _name(b_dtype), _name(out_dtype)
+
+
+_MAX_FALLBACKS = 7
+
+
+def _choose_schedule(op, backend, M, N, K, dtypes, target, schedule, info, use_cache):
+    """(schedule, fallbacks): the caller's, the autotune cache's or select()'s best runnable one."""
+    if schedule is not None:
+        info["schedule"] = "given by the caller"
+        return schedule, ()
+    if op == "blockscaled":
+        info["schedule"] = "chosen by the block-scaled launcher (schedule=None)"
+        return None, ()
+    use_cache = use_cache and not target.analysis and target.vendor != "interpreter" and op != "bmm"
+    if use_cache:
+        hit = AutotuneCache().get(target.name, backend, dtypes, M, N, K)
+        if hit is not None and _runs(op, hit):
+            info["schedule"] = f"autotune cache entry for {target.name}, {backend}, {dtypes}, shape bucket of M={M}"
+            return hit, ()
+    bucket = shape_bucket(M, N, K)[0]
+    selection = select(bucket, N, K, dtypes, target.num_sms, target.smem_bytes, explain=True)
+    runnable = list(dict.fromkeys(c.schedule for c in selection.candidates if _runs(op, c.schedule)))
+    if not runnable:
+        raise ValueError(f"schedule: select() offers no candidate the {backend} backend runs for M={M}, N={N}, K={K}")
+    rank = next(i for i, c in enumerate(selection.candidates) if c.schedule == runnable[0])
+    skipped = f"; {rank} better-modelled candidates use split-K, swap-AB or (bmm) Stream-K" if rank else ""
+    no_cache = "no autotune cache entry" if use_cache else "autotune cache not consulted"
+    rows = f"the [B·M, N, K] problem, M bucket {bucket}" if op == "bmm" else f"M bucket {bucket}"
+    info["schedule"] = (f"tlgemm.schedules.select ({no_cache}; {rows}){skipped}; should the backend reject it at "
+                        "the first launch (shared memory), the next candidate runs")
+    info["selection"] = selection
+    return runnable[0], tuple(runnable[1:1 + _MAX_FALLBACKS])
+
+
+def _check_schedule(schedule) -> None:
+    if schedule is not None and not isinstance(schedule, Schedule):
+        raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule or None, got {type(schedule).__name__}")
+
+
+def _make_plan(op, M, N, K, a_dtype, b_dtype, out_dtype, device, backend, schedule, tf32, target=None, info=None,
+               use_cache=True):
+    """Resolve backend, schedule and kernel (validating dtypes and the device); M = B·M for bmm."""
+    info = {} if info is None else info
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend: expected 'auto', 'tilelang' or 'triton', got {backend!r}")
+    out_dtype = _result_dtype(op, a_dtype, b_dtype, out_dtype)
+    _check_schedule(schedule)
+    target = target or _target_of(device)
+    hard, soft = _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32)
+    if backend == "tilelang" and hard:
+        raise ValueError(f"backend: 'tilelang' cannot run this: {hard}")
+    if backend == "auto":
+        name = "triton" if hard or soft else "tilelang"
+        info["backend"] = f"auto: {hard or soft}" if name == "triton" else f"auto: {target.arch} is Hopper"
+    else:
+        name = backend
+        info["backend"] = "given by the caller" + (f"; {soft}" if name == "tilelang" and soft else "")
+    fn = _backend_kernel(name, op)
+    if fn is None:
+        raise NotImplementedError(f"backend: tlgemm.{name} has no {_KERNEL[op]} kernel in this installation")
+    chosen, fallbacks = _choose_schedule(op, name, M, N, K, _dtype_key(a_dtype, b_dtype, out_dtype, tf32), target,
+                                         schedule, info, use_cache)
+    if op == "blockscaled":
+        def launch(a, b, schedule, out, scale_a, scale_b, bias):
+            return fn(a, b.mT, scale_a, scale_b, schedule, out=out, out_dtype=out.dtype, bias=bias,
+                      num_sms=target.num_sms)
+    else:
+        extra = {"allow_tf32": tf32} if name == "triton" else {}
+
+        def launch(a, b, schedule, out, scale_a, scale_b, bias):
+            return fn(a, b, schedule, out=out, scale_a=scale_a, scale_b=scale_b, bias=bias, **extra)
+    return _Plan(op, name, launch, chosen, out_dtype, target, fallbacks)
+
+
+# ---- operands and launch ------------------------------------------------------------------
+
+
+def _layout(t: torch.Tensor) -> tuple[str | None, str]:
+    """The Triton copy rule: (why t is copied, or None; "row" or "col", the order read)."""
+    shape, stride = t.shape, t.stride()
+    rows, cols, rs, cs = shape[-2], shape[-1], stride[-2], stride[-1]
+    if (cs == 1 or cols == 1) and (rs >= cols or rows == 1):
+        major = "row"
+    elif (rs == 1 or rows == 1) and (cs >= rows or cols == 1):
+        major = "col"
+    else:
+        return "neither row- nor column-major", "row"
+    span = (rows - 1) * rs + (cols - 1) * cs + (1 if len(shape) == 2 else (shape[0] - 1) * stride[0] + 1)
+    if span >= _LIMIT:
+        return "spans 2**31 elements or more (int32 indexing): copied compactly", major
+    return None, major
+
+
+def _operand(t: torch.Tensor) -> torch.Tensor:
+    """t as the Triton backend gets it (its copy rule; TileLang's launcher applies its own)."""
+    why, major = _layout(t)
+    if why is None:
+        return t
+    return t.contiguous() if major == "row" else t.mT.contiguous().mT
+
+
+def _tilelang_layout(name: str, t: torch.Tensor, K: int) -> tuple[str, str]:
+    """What tlgemm.tilelang's launcher does with operand ``name`` (its documented copy rule),
+    and the major order ("K" or "MN") the kernel then reads."""
+    (rows, cols), (rs, cs), size = t.shape, t.stride(), t.element_size()
+    based = t.data_ptr() % 16 == 0
+
+    def dense(unit: int, lead: int, extent: int, single: bool) -> bool:
+        return unit == 1 and (lead == extent or single)
+
+    if name == "a":
+        k_major, mn_major, mn = dense(cs, rs, K, rows == 1), dense(rs, cs, rows, K == 1), rows
+    else:
+        k_major, mn_major, mn = dense(rs, cs, K, cols == 1), dense(cs, rs, cols, K == 1), cols
+    pad = "; K zero-padded to 16-byte rows (a copy)" if K * size % 16 else ""
+    if k_major and based:
+        return f"K-major, read as it is{pad}", "K"
+    if mn_major and based and size == 2 and mn * size % 16 == 0:
+        return "MN-major (16-bit), read as it is", "MN"
+    return ("copied to K-major by the TileLang launcher (not a dense, 16-byte aligned K-major or 16-bit "
+            f"MN-major matrix){pad}"), "K"
+
+
+def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=None, scale_b=None, bias=None):
+    """Plan (cached), prepare operands and output, launch. Inputs checked by _check_pair/_check_out."""
+    if schedule is not None:
+        _check_schedule(schedule)
+    device, a_dtype = a.device, a.dtype
+    tf32 = a_dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+    rows = batch * M
+    key = (op, 1 << (rows - 1).bit_length(), N, K, a_dtype, b.dtype, out_dtype, device, backend, schedule, tf32)
+    plan = _PLANS.get(key)
+    fresh = plan is None
+    if fresh:
+        plan = _make_plan(op, rows, N, K, a_dtype, b.dtype, out_dtype, device, backend, schedule, tf32)
+    if out is None:
+        out = torch.empty((M, N) if batch == 1 and a.ndim == 2 else (batch, M, N), dtype=plan.out_dtype, device=device)
+    if plan.backend == "triton":
+        a, b = _operand(a), _operand(b)
+    if fresh:
+        _PLANS[key] = _first_launch(plan, a, b, out, scale_a, scale_b, bias)
+    else:
+        plan.launch(a, b, plan.schedule, out, scale_a, scale_b, bias)
+    return out
+
+
+def _first_launch(plan: _Plan, a, b, out, scale_a, scale_b, bias) -> _Plan:
+    """Launch a new plan; when the backend rejects select()'s schedule ("schedule: ..."
+    errors, e.g. shared memory beyond the device's), the next candidate runs. Returns the
+    plan that ran, to be cached."""
+    rejected = []
+    for schedule in (plan.schedule, *plan.fallbacks):
+        try:
+            plan.launch(a, b, schedule, out, scale_a, scale_b, bias)
+        except (ValueError, NotImplementedError) as err:
+            if not plan.fallbacks or not str(err).startswith("schedule:"):
+                raise
+            rejected.append(f"{schedule}: {err}")
+            continue
+        return replace(plan, schedule=schedule, fallbacks=())
+    raise ValueError(f"schedule: the {plan.backend} backend rejected select()'s {len(rejected)} best candidates; "
+                     f"first: {rejected[0]}")
+
+
+def _empty(op, a, b, out, out_dtype, shape):
+    """The result of a problem with M, N, K or the batch 0: zeros (no launch)."""
+    dtype = _result_dtype(op, a.dtype, b.dtype, out_dtype)
+    return torch.zeros(shape, dtype=dtype, device=a.device) if out is None else out.zero_()
+
+
+_SCALARS: dict[tuple[float, torch.device], torch.Tensor] = {}
+
+
+def _scalar(value: float, device: torch.device) -> torch.Tensor:
+    """A cached one-element float32 tensor (addmm's alpha as the kernel's per-tensor scale)."""
+    key = (value, device)
+    t = _SCALARS.get(key)
+    if t is None:
+        if len(_SCALARS) >= 64:
+            _SCALARS.clear()
+        t = _SCALARS[key] = torch.full((1,), value, dtype=torch.float32, device=device)
+    return t
+
+
+# ---- eager implementations (also the bodies of the torch.library ops) ---------------------
+
+
+def _matmul_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None):
+    M, N, K, _ = _check_pair(a, b, 2)
+    out_dtype = _check_out(out, out_dtype, (M, N), a.device)
+    if not (M and N and K):
+        return _empty("matmul", a, b, out, out_dtype, (M, N))
+    return _gemm("matmul", a, b, M, N, K, 1, out, out_dtype, backend, schedule)
+
+
+def _bmm_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None):
+    M, N, K, batch = _check_pair(a, b, 3)
+    out_dtype = _check_out(out, out_dtype, (batch, M, N), a.device)
+    if not (batch and M and N and K):
+        return _empty("bmm", a, b, out, out_dtype, (batch, M, N))
+    return _gemm("bmm", a, b, M, N, K, batch, out, out_dtype, backend, schedule)
+
+
+def _addmm_eager(bias, a, b, alpha=1.0, beta=1.0, out=None, out_dtype=None, backend="auto", schedule=None):
+    M, N, K, _ = _check_pair(a, b, 2)
+    out_dtype = _check_out(out, out_dtype, (M, N), a.device)
+    route = _bias_route(bias, M, N, a.device)
+    if not (M and N and K):
+        result = _empty("addmm", a, b, out, out_dtype, (M, N))
+        return result.add_(bias, alpha=beta) if K == 0 and result.numel() and beta != 0 else result
+    scale_a = None if alpha == 1 else _scalar(float(alpha), a.device)
+    kernel_bias = after = None
+    if beta != 0 and route == "full":
+        after = bias
+    elif beta != 0:
+        kernel_bias = bias.reshape(1).expand(N) if route == "scalar" else bias.reshape(N)
+        if beta != 1:
+            kernel_bias = kernel_bias * beta
+    result = _gemm("addmm", a, b, M, N, K, 1, out, out_dtype, backend, schedule, scale_a=scale_a, bias=kernel_bias)
+    return result if after is None else result.add_(after, alpha=beta)
+
+
+def _scaled_mm_eager(a, b, scale_a, scale_b, bias=None, out=None, out_dtype=None, backend="auto", schedule=None):
+    M, N, K, _ = _check_pair(a, b, 2)
+    out_dtype = _check_out(out, out_dtype, (M, N), a.device)
+    op = "blockscaled" if _scale_kind(scale_a, scale_b, M, N, K, a.device) else "scaled_mm"
+    if bias is not None:
+        if _bias_route(bias, M, N, a.device) != "vector" or bias.dim() != 1:
+            raise ValueError(f"bias: scaled_mm takes a 1-D [N] = [{N}] bias (the kernel epilogue), "
+                             f"got shape {list(bias.shape)}")
+    if not (M and N and K):
+        result = _empty(op, a, b, out, out_dtype, (M, N))
+        return result.add_(bias) if K == 0 and result.numel() and bias is not None else result
+    return _gemm(op, a, b, M, N, K, 1, out, out_dtype, backend, schedule,
+                 scale_a=scale_a, scale_b=scale_b, bias=bias)
+
+
+# ---- public functions ---------------------------------------------------------------------
+
+
+@torch.compiler.assume_constant_result
+def _schedule_arg(schedule) -> str | None:
+    """A Schedule as the ops' string argument (a trace-time constant under torch.compile)."""
+    if schedule is None:
+        return None
+    _check_schedule(schedule)
+    return json.dumps(schedule.to_dict(), sort_keys=True)
+
+
+@functools.lru_cache(maxsize=256)
+def _schedule_from_arg(text: str | None) -> Schedule | None:
+    return None if text is None else Schedule.from_dict(json.loads(text))
+
+
+def _needs_grad(*tensors) -> bool:
+    """Whether autograd must see this call (an input requires grad, grad mode on)."""
+    for t in tensors:
+        if getattr(t, "requires_grad", False):
+            return torch.is_grad_enabled()
+    return False
+
+
+def _op_result(result: torch.Tensor, out):
+    """Copy an op's result into a given out (the ops are functional)."""
+    if out is None:
+        return result
+    if out.shape != result.shape or out.dtype != result.dtype:
+        raise ValueError(f"out: expected shape {list(result.shape)} and dtype {result.dtype}, "
+                         f"got {list(out.shape)} and {out.dtype}")
+    return out.copy_(result)
+
+
+def _op_dtype(out, out_dtype):
+    if out is not None and out_dtype is not None and out.dtype != out_dtype:
+        raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
+    return out.dtype if out is not None else out_dtype
+
+
+def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
+    """a [M, K] @ b [K, N] -> [M, N] (torch.mm), on the GPU tlgemm picks (see explain).
+
+    out: write here (shape [M, N]); out_dtype: the result's dtype (module docstring, "Dtypes");
+    backend: "auto", "tilelang" or "triton"; schedule: a tlgemm.schedules.Schedule, or None
+    for the autotune cache / select."""
+    if torch.compiler.is_compiling() or _needs_grad(a, b):
+        result = torch.ops.tlgemm.matmul.default(a, b, _op_dtype(out, out_dtype), backend, _schedule_arg(schedule))
+        return _op_result(result, out)
+    return _matmul_eager(a, b, out, out_dtype, backend, schedule)
+
+
+def bmm(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
+    """a [B, M, K] @ b [B, K, N] -> [B, M, N] (torch.bmm: equal batch sizes, no broadcasting;
+    an expanded, stride-0 batch is read without a copy). Arguments as matmul."""
+    if torch.compiler.is_compiling() or _needs_grad(a, b):
+        result = torch.ops.tlgemm.bmm.default(a, b, _op_dtype(out, out_dtype), backend, _schedule_arg(schedule))
+        return _op_result(result, out)
+    return _bmm_eager(a, b, out, out_dtype, backend, schedule)
+
+
+def addmm(bias, a, b, *, alpha=1, beta=1, out=None, out_dtype=None, backend="auto", schedule=None):
+    """beta · bias + alpha · (a [M, K] @ b [K, N]) (torch.addmm), float32/float16/bfloat16 inputs.
+
+    bias broadcasts to [M, N]: an [N] or [1, N] bias and alpha (a per-tensor scale) go into the
+    kernel's epilogue (beta != 1 costs one [N] multiply, bias · beta, per call); a one-element
+    bias is expanded to [N] first; any other shape ([M, 1], [M, N]) is added after the kernel,
+    in the output dtype (one extra pass over the output: out += beta · bias). beta = 0 ignores
+    bias (NaNs included), as torch does."""
+    if torch.compiler.is_compiling() or _needs_grad(bias, a, b):
+        result = torch.ops.tlgemm.addmm.default(bias, a, b, float(alpha), float(beta), _op_dtype(out, out_dtype),
+                                                backend, _schedule_arg(schedule))
+        return _op_result(result, out)
+    return _addmm_eager(bias, a, b, alpha, beta, out, out_dtype, backend, schedule)
+
+
+def scaled_mm(a, b, scale_a, scale_b, *, bias=None, out=None, out_dtype=None, backend="auto", schedule=None):
+    """(a [M, K] @ b [K, N]) · scales + bias for 8-bit a, b (torch._scaled_mm); out_dtype default bfloat16.
+
+    Scales (float32): per-tensor (one element each), per-row scale_a [M, 1] or [M] and/or
+    per-column scale_b [1, N] or [N]; or block-wise (DeepSeek-V3 style, fp8 inputs):
+    scale_a [M, ceil(K/128)] (1x128 groups of a) with scale_b [ceil(N/128), ceil(K/128)]
+    (128x128 blocks of the weight w = b.T [N, K], as tlgemm.quantize_fp8_blockwise(w, (128, 128))
+    returns them; torch._scaled_mm takes that transposed). bias: [N], float."""
+    if torch.compiler.is_compiling() or _needs_grad(a, b, scale_a, scale_b, bias):
+        result = torch.ops.tlgemm.scaled_mm.default(a, b, scale_a, scale_b, bias, _op_dtype(out, out_dtype), backend,
+                                                    _schedule_arg(schedule))
+        return _op_result(result, out)
+    return _scaled_mm_eager(a, b, scale_a, scale_b, bias, out, out_dtype, backend, schedule)
+
+
+# ---- explain ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What explain() found: which backend, schedule, kernel and instruction, and why."""
+
+    op: str
+    problem: str
+    target: Target
+    backend: str
+    schedule: Schedule | None
+    kernel: str
+    instruction: str
+    reasons: tuple[str, ...]
+    selection: Selection | None
+
+    def __str__(self) -> str:
+        lines = [f"tlgemm.{self.op}: {self.problem}",
+                 f"target:      {self.target}" + ("  [analysis target]" if self.target.analysis else ""),
+                 f"backend:     {self.backend}",
+                 f"kernel:      {self.kernel}",
+                 f"instruction: {self.instruction}",
+                 f"schedule:    {self.schedule if self.schedule is not None else '-'}",
+                 "why:", *(f"  - {reason}" for reason in self.reasons)]
+        if self.selection is not None:
+            lines += ["selection:", *("  " + line for line in str(self.selection).splitlines())]
+        return "\n".join(lines)
+
+
+def _instruction(plan: _Plan, a_dtype, b_dtype, a_major: str, b_major: str) -> str:
+    """The tensor-core instruction, from WGMMAEmitter on sm_90; majors "K" or "MN" (A, B)."""
+    target = plan.target
+    if target.vendor == "interpreter":
+        return "none: Triton's interpreter runs tl.dot with numpy on the CPU"
+    if target.vendor == "hip":
+        return f"v_mfma (Triton's compiler chooses it for {target.arch})"
+    if not target.hopper:
+        return f"mma.sync (Triton's compiler chooses it for {target.arch}; wgmma needs sm_90)"
+    ta, tb = _WGMMA_TYPE[a_dtype], _WGMMA_TYPE[b_dtype]
+    acc = "s32" if a_dtype == torch.int8 else "f32"
+    s = plan.schedule
+    if s is None:
+        return f"wgmma.m64nNk32.{acc}.{ta}.{tb} (N chosen by the block-scaled launcher), promoted per 128-deep K block"
+    from tlgemm.macros.emitter import WGMMAEmitter
+
+    sixteen = a_dtype.itemsize == 2
+    majors = dict(a_major=a_major if sixteen else "K", b_major=b_major if sixteen else "K")
+    try:
+        em = WGMMAEmitter(ta, tb, acc, block_m=s.block_m, block_n=s.block_n, block_k=s.block_k,
+                          warpgroups_m=s.num_warpgroups, **majors)
+    except (ValueError, NotImplementedError) as err:
+        return f"no wgmma for this tile: {err}"
+    text = (f"wgmma.{em.instruction}.{acc}.{ta}.{tb}: {em.num_warpgroups} consumer warpgroup(s), each "
+            f"{em.num_inst_m}x{em.num_inst_n} instructions x {em.num_k_atoms} K atoms per block_k; "
+            f"A {majors['a_major']}-major {em.a_params.swizzle.name}, B {majors['b_major']}-major "
+            f"{em.b_params.swizzle.name} swizzle")
+    if plan.backend == "triton":
+        text += " (WGMMAEmitter's choice for this tile; Triton's compiler picks its own for tl.dot)"
+    return text
+
+
+def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, backend="auto", schedule=None,
+            gpu=None) -> Explanation:
+    """Which backend, schedule, kernel and instruction a call would run, and why (nothing runs).
+
+    The call explained: scaled_mm when scales are given (both), addmm with a bias, bmm for
+    3-D inputs, else matmul. Tensors may be on the meta device (no data needed). gpu: None
+    (the tensors' CUDA device; sm90 for CPU/meta tensors), a key of TARGETS ("sm90", "sm80",
+    "gfx942"), "cuda[:N]", or a Target (e.g. with another SM count)."""
+    ndim = a.dim() if isinstance(a, torch.Tensor) and a.dim() == 3 else 2
+    M, N, K, batch = _check_pair(a, b, ndim)
+    epilogue = "none"
+    if scale_a is not None or scale_b is not None:
+        if scale_a is None or scale_b is None:
+            raise ValueError("scale_a, scale_b: scaled_mm takes both")
+        block = _scale_kind(scale_a, scale_b, M, N, K, a.device)
+        op = "blockscaled" if block else "scaled_mm"
+        epilogue = ("block-wise scales promoted per 128-deep K block" if block else
+                    f"scale_a {'per-tensor' if scale_a.numel() == 1 else 'per-row'}, "
+                    f"scale_b {'per-tensor' if scale_b.numel() == 1 else 'per-column'}")
+        if bias is not None:
+            epilogue += ", bias [N]"
+    elif bias is not None:
+        op = "addmm"
+        route = _bias_route(bias, M, N, a.device)
+        epilogue = "alpha as a per-tensor scale; " + {
+            "scalar": "the one-element bias expanded to [N], added in the epilogue",
+            "vector": "bias [N] added in the epilogue",
+            "full": f"the {list(bias.shape)} bias added after the kernel (one extra pass over the output)"}[route]
+    else:
+        op = "bmm" if ndim == 3 else "matmul"
+    dims = f"B={batch} M={M} N={N} K={K}" if ndim == 3 else f"M={M} N={N} K={K}"
+    target = _explain_target(gpu, a.device)
+    if not (M and N and K and batch):
+        dtype = _result_dtype(op, a.dtype, b.dtype, out_dtype)
+        return Explanation(_PUBLIC[op], f"{dims}, {_name(a.dtype)} @ {_name(b.dtype)} -> {_name(dtype)}", target,
+                           "none", None, "none: an empty problem returns zeros (or the bias) without a launch", "none",
+                           ("M, N, K or the batch is 0",), None)
+    tf32 = a.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+    info: dict = {}
+    plan = _make_plan(op, batch * M, N, K, a.dtype, b.dtype, out_dtype, a.device, backend, schedule, tf32,
+                      target=target, info=info)
+    reasons = [f"backend {plan.backend}: {info['backend']}", f"schedule: {info['schedule']}"]
+    key = (op, 1 << (batch * M - 1).bit_length(), N, K, a.dtype, b.dtype, out_dtype, a.device, backend, schedule, tf32)
+    ran = None if target.analysis else _PLANS.get(key)
+    if ran is not None and ran.schedule != plan.schedule:
+        plan = ran
+        reasons.append(f"an earlier call in this process runs {ran.schedule} (the backend rejected the schedules "
+                       "select() ranks above it)")
+    if a.device.type != "cuda":
+        reasons.append(f"the tensors are on {a.device}: analysed for {target.name} ({target.arch})")
+    if tf32:
+        reasons.append("float32 inputs computed in TF32 (torch.backends.cuda.matmul.allow_tf32)")
+    majors = []
+    for name, t in (("a", a), ("b", b)):
+        if plan.backend == "tilelang" and ndim == 2:
+            state, major = _tilelang_layout(name, t, K)
+        else:
+            why, order = _layout(t)
+            state = f"{order}-major, read as it is" if why is None else f"copied once, {order}-major: {why}"
+            major = "K" if (order == "row") == (name == "a") else "MN"
+        reasons.append(f"{name} {list(t.shape)} strides {list(t.stride())}: {state}")
+        majors.append(major)
+    s = plan.schedule
+    if s is None:
+        family = "block-scaled FP8 GEMM"
+    else:
+        family = "Stream-K GEMM" if s.streamk_tiles else "persistent GEMM" if s.is_persistent else "GEMM"
+        family = f"{'batched ' if op == 'bmm' else ''}{family}"
+        if op != "bmm":
+            family += f", {num_programs(M, N, K, s, target.num_sms)} programs"
+    kernel = f"tlgemm.{plan.backend}.{_KERNEL[op]}: {family}; epilogue: {epilogue}"
+    problem = f"{dims}, {_name(a.dtype)} @ {_name(b.dtype)} -> {_name(plan.out_dtype)}"
+    return Explanation(_PUBLIC[op], problem, target, plan.backend, s, kernel,
+                       _instruction(plan, a.dtype, b.dtype, majors[0], majors[1]), tuple(reasons),
+                       info.get("selection"))
+
+
+# ---- autotune -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AutotuneResult:
+    """The winner for one shape and dtype (schedule None when every candidate failed)."""
+
+    M: int
+    N: int
+    K: int
+    dtypes: tuple[str, str, str]
+    backend: str
+    schedule: Schedule | None
+    time_us: float | None
+    tflops: float | None
+    tried: int
+    failed: tuple[str, ...]  # "schedule: why" of candidates that did not compile, run or match
+
+
+def _operands(M, N, K, dtype, layout, device, generator=None):
+    """Random a [M, K], b [K, N] stored per ``layout`` ("nt": a row-major, b the transpose of
+    a row-major [N, K]; "n"/"t" per operand, BLAS style)."""
+    from tlgemm.testing import random_operand
+
+    if layout not in ("nn", "nt", "tn", "tt"):
+        raise ValueError(f"layout: expected nn, nt, tn or tt, got {layout!r}")
+    a = random_operand((M, K) if layout[0] == "n" else (K, M), dtype, generator=generator, device=device)
+    b = random_operand((K, N) if layout[1] == "n" else (N, K), dtype, generator=generator, device=device)
+    return (a if layout[0] == "n" else a.t()), (b if layout[1] == "n" else b.t())
+
+
+class _Progress:
+    """tqdm when installed, else one line per step on stderr."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.bar = None
+        self.total, self.done, self.enabled = total, 0, enabled
+        if enabled:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                return
+            self.bar = tqdm(total=total, desc="tlgemm autotune", unit="cand", file=sys.stderr)
+
+    def step(self, text: str) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.set_postfix_str(text, refresh=False)
+            self.bar.update()
+        elif self.enabled:
+            print(f"[{self.done}/{self.total}] {text}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, out_dtype=None, backend="auto",
+             layout="nt", candidates=8, device=None, cache: AutotuneCache | None = None, warmup=25, rep=100,
+             progress=True) -> list[AutotuneResult]:
+    """Time select()'s best ``candidates`` schedules for each (M, N, K) and dtype with
+    triton.testing.do_bench (median; random inputs stored per ``layout``); a candidate is timed
+    only after its result matches the float64 reference (tlgemm.testing tolerances). Winners go
+    into the autotune cache (``cache``, default AutotuneCache()), which matmul/addmm/scaled_mm
+    consult with schedule=None. Returns one AutotuneResult per (shape, dtype)."""
+    if device is None:
+        if not torch.cuda.is_available():
+            raise ValueError("device: autotune times kernels on a GPU, but torch.cuda.is_available() is False")
+        device = torch.device("cuda", torch.cuda.current_device())
+    device = torch.device(device)
+    target = _target_of(device)
+    cache = cache if cache is not None else AutotuneCache()
+    shape_list = [tuple(shape) for shape in shapes]
+    for shape in shape_list:
+        if len(shape) != 3 or not all(isinstance(x, int) and x > 0 for x in shape):
+            raise ValueError(f"shapes: each shape is (M, N, K) of positive ints, got {shape!r}")
+    jobs = []
+    for dtype in list(dtypes) if isinstance(dtypes, (list, tuple)) else [dtypes]:
+        for M, N, K in shape_list:
+            tf32 = dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+            info: dict = {}
+            plan = _make_plan("matmul", M, N, K, dtype, dtype, out_dtype, device, backend, None, tf32,
+                              target=target, info=info, use_cache=False)
+            pool = [c.schedule for c in info["selection"].candidates if _runs("matmul", c.schedule)]
+            jobs.append((M, N, K, dtype, tf32, plan, list(dict.fromkeys(pool))[:candidates]))
+    bar = _Progress(sum(len(job[-1]) for job in jobs), progress)
+    results = []
+    try:
+        for M, N, K, dtype, tf32, plan, pool in jobs:
+            best, failed = _time_candidates(plan, pool, M, N, K, dtype, tf32, layout, device, warmup, rep, bar)
+            keys = _dtype_key(dtype, dtype, plan.out_dtype, tf32)
+            if best is None:
+                results.append(AutotuneResult(M, N, K, keys, plan.backend, None, None, None, len(pool), failed))
+                continue
+            us, tflops = best[1] * 1e3, 2 * M * N * K / best[1] * 1e-9
+            cache.put(target.name, plan.backend, keys, M, N, K, best[0],
+                      info={"time_us": us, "tflops": tflops, "candidates": len(pool), "layout": layout})
+            results.append(AutotuneResult(M, N, K, keys, plan.backend, best[0], us, tflops, len(pool), failed))
+    finally:
+        bar.close()
+        _PLANS.clear()
+    return results
+
+
+def _time_candidates(plan, pool, M, N, K, dtype, tf32, layout, device, warmup, rep, bar):
+    """((fastest schedule, ms) or None, failures) over ``pool`` on random inputs; each candidate
+    is checked against the float64 reference (output NaN-poisoned) before it is timed."""
+    from triton.testing import do_bench
+
+    from tlgemm.testing import assert_gemm_close, reference_gemm
+
+    a, b = _operands(M, N, K, dtype, layout, device)
+    if plan.backend == "triton":
+        a, b = _operand(a), _operand(b)
+    ref = reference_gemm(a, b)
+    out = torch.empty((M, N), dtype=plan.out_dtype, device=device)
+    poison = float("nan") if out.is_floating_point() else torch.iinfo(out.dtype).min
+    best, failed = None, []
+    for s in pool:
+        try:
+            plan.launch(a, b, s, out.fill_(poison), None, None, None)
+            assert_gemm_close(out, ref, dtype, allow_tf32=tf32)
+            ms = do_bench(functools.partial(plan.launch, a, b, s, out, None, None, None), warmup=warmup, rep=rep,
+                          return_mode="median")
+        except Exception as err:  # a candidate that fails to compile, launch or match is skipped
+            failed.append(f"{s}: {type(err).__name__}: {(str(err).splitlines() or [''])[0]}")
+            bar.step(f"{M}x{N}x{K} {_name(dtype)}: failed")
+            continue
+        if best is None or ms < best[1]:
+            best = (s, ms)
+        bar.step(f"{M}x{N}x{K} {_name(dtype)}: {2 * M * N * K / ms * 1e-9:.0f} TFLOP/s")
+    return best, tuple(failed)
+
+
+from tlgemm import ops as _ops  # noqa: E402,F401  (registers torch.ops.tlgemm.*; it imports this module)

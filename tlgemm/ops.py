@@ -1,0 +1,129 @@
+"""torch.library custom ops tlgemm::matmul, tlgemm::addmm, tlgemm::bmm, tlgemm::scaled_mm.
+
+Functional forms of the tlgemm entry points (no ``out=``; a schedule travels as the JSON of
+``Schedule.to_dict()``), so torch.compile(fullgraph=True) traces calls to tlgemm as single
+graph nodes. Each op has a fake implementation (the output's shape, dtype and contiguous
+strides, after the same shape and dtype checks as the real call) and matmul, addmm and bmm
+have gradients (computed with the same ops; 8-bit inputs have none). The public functions
+in tlgemm.api call these ops under torch.compile and when an input requires grad, and the
+kernels directly otherwise (the dispatcher costs several microseconds a call). Importing
+tlgemm.ops, or any tlgemm entry point, registers them.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tlgemm import api
+
+__all__ = ["matmul", "addmm", "bmm", "scaled_mm"]
+
+
+@torch.library.custom_op("tlgemm::matmul", mutates_args=())
+def matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None, backend: str = "auto",
+           schedule: str | None = None) -> torch.Tensor:
+    """tlgemm.matmul as an op."""
+    return api._matmul_eager(a, b, None, out_dtype, backend, api._schedule_from_arg(schedule))
+
+
+@torch.library.custom_op("tlgemm::bmm", mutates_args=())
+def bmm(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None, backend: str = "auto",
+        schedule: str | None = None) -> torch.Tensor:
+    """tlgemm.bmm as an op."""
+    return api._bmm_eager(a, b, None, out_dtype, backend, api._schedule_from_arg(schedule))
+
+
+@torch.library.custom_op("tlgemm::addmm", mutates_args=())
+def addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 1.0,
+          out_dtype: torch.dtype | None = None, backend: str = "auto", schedule: str | None = None) -> torch.Tensor:
+    """tlgemm.addmm as an op."""
+    return api._addmm_eager(bias, a, b, alpha, beta, None, out_dtype, backend, api._schedule_from_arg(schedule))
+
+
+@torch.library.custom_op("tlgemm::scaled_mm", mutates_args=())
+def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+              bias: torch.Tensor | None = None, out_dtype: torch.dtype | None = None, backend: str = "auto",
+              schedule: str | None = None) -> torch.Tensor:
+    """tlgemm.scaled_mm as an op."""
+    return api._scaled_mm_eager(a, b, scale_a, scale_b, bias, None, out_dtype, backend,
+                                api._schedule_from_arg(schedule))
+
+
+# ---- fake implementations: shapes and dtypes, no data -----------------------------------
+
+
+@matmul.register_fake
+def _matmul_fake(a, b, out_dtype=None, backend="auto", schedule=None):
+    M, N, _, _ = api._check_pair(a, b, 2)
+    return a.new_empty((M, N), dtype=api._result_dtype("matmul", a.dtype, b.dtype, out_dtype))
+
+
+@bmm.register_fake
+def _bmm_fake(a, b, out_dtype=None, backend="auto", schedule=None):
+    M, N, _, batch = api._check_pair(a, b, 3)
+    return a.new_empty((batch, M, N), dtype=api._result_dtype("bmm", a.dtype, b.dtype, out_dtype))
+
+
+@addmm.register_fake
+def _addmm_fake(bias, a, b, alpha=1.0, beta=1.0, out_dtype=None, backend="auto", schedule=None):
+    M, N, _, _ = api._check_pair(a, b, 2)
+    api._bias_route(bias, M, N, a.device)
+    return a.new_empty((M, N), dtype=api._result_dtype("addmm", a.dtype, b.dtype, out_dtype))
+
+
+@scaled_mm.register_fake
+def _scaled_mm_fake(a, b, scale_a, scale_b, bias=None, out_dtype=None, backend="auto", schedule=None):
+    M, N, K, _ = api._check_pair(a, b, 2)
+    op = "blockscaled" if api._scale_kind(scale_a, scale_b, M, N, K, a.device) else "scaled_mm"
+    return a.new_empty((M, N), dtype=api._result_dtype(op, a.dtype, b.dtype, out_dtype))
+
+
+# ---- gradients ----------------------------------------------------------------------------
+
+
+def _float_grad(name: str, a: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    if a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise RuntimeError(f"tlgemm.{name}: no gradient for {a.dtype} inputs (float32/float16/bfloat16 only)")
+    return grad.to(a.dtype)
+
+
+def _setup_mm(ctx, inputs, output):
+    a, b, _, backend, _ = inputs
+    ctx.save_for_backward(a, b)
+    ctx.backend = backend
+
+
+def _setup_addmm(ctx, inputs, output):
+    bias, a, b, alpha, beta, _, backend, _ = inputs
+    ctx.save_for_backward(bias, a, b)
+    ctx.alpha, ctx.beta, ctx.backend = alpha, beta, backend
+
+
+def _operand_grads(product, a, b, g, backend, need_a: bool, need_b: bool):
+    """(g @ bᵀ, aᵀ @ g) with ``product`` (the matmul or bmm op), each only where needed."""
+    return (product(g, b.mT, a.dtype, backend) if need_a else None,
+            product(a.mT, g, b.dtype, backend) if need_b else None)
+
+
+def _product_backward(product, name: str):
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        g = _float_grad(name, a, grad)
+        return (*_operand_grads(product, a, b, g, ctx.backend, *ctx.needs_input_grad[:2]), None, None, None)
+
+    return backward
+
+
+def _addmm_backward(ctx, grad):
+    bias, a, b = ctx.saved_tensors
+    g = _float_grad("addmm", a, grad)
+    if ctx.alpha != 1:
+        g = g * ctx.alpha
+    grad_bias = (grad.float() * ctx.beta).sum_to_size(bias.shape).to(bias.dtype) if ctx.needs_input_grad[0] else None
+    grad_a, grad_b = _operand_grads(matmul, a, b, g, ctx.backend, *ctx.needs_input_grad[1:3])
+    return grad_bias, grad_a, grad_b, None, None, None, None, None
+
+
+matmul.register_autograd(_product_backward(matmul, "matmul"), setup_context=_setup_mm)
+bmm.register_autograd(_product_backward(bmm, "bmm"), setup_context=_setup_mm)
+addmm.register_autograd(_addmm_backward, setup_context=_setup_addmm)

@@ -1,0 +1,224 @@
+"""TileLang GEMM kernels written with the stages: persistent (with the scaled/bias
+epilogue), Stream-K, and a schedule-trace kernel.
+
+Each builder takes a ``KernelSpec`` (everything compile-time) and returns a prim_func whose
+M, N, K are dynamic, so one compiled kernel serves every problem size of its spec. C is
+[M, NC] with NC >= N: the host pads C's rows to the 16 bytes a TMA store needs, and the
+kernel writes only its first N columns (TileLang passes dense tensors only). The
+operands are dense in their stored orientation (see ``InputView``); scale/bias vectors are
+float32 (scales) and the bias dtype of the spec.
+"""
+
+from dataclasses import dataclass
+
+import tilelang.language as T
+
+from tlgemm.schedules import Schedule
+
+from .stages import (
+    CONSUMER_BARRIER,
+    GemmContext,
+    ScheduleContext,
+    make_bias_view,
+    make_output_view,
+    make_scale_view,
+    make_tensor_view,
+)
+
+__all__ = ["KernelSpec", "persistent_gemm", "streamk_gemm", "schedule_trace_kernel", "build"]
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """Compile-time description of one kernel (hashable: the in-memory cache key).
+
+    a_dtype/b_dtype: WGMMA input names (f16, bf16, tf32, e4m3, e5m2, s8); accum_dtype f32/s32;
+    out_storage: TileLang dtype of C; a_major/b_major "K"/"MN"; scale_a None/"tensor"/"row";
+    scale_b None/"tensor"/"col"; bias_storage None or the bias' TileLang dtype; num_sms: the
+    persistent grid bound (the device's SM count).
+    """
+
+    a_dtype: str
+    b_dtype: str
+    accum_dtype: str
+    out_storage: str
+    schedule: Schedule
+    num_sms: int
+    a_major: str = "K"
+    b_major: str = "K"
+    scale_a: str | None = None
+    scale_b: str | None = None
+    bias_storage: str | None = None
+
+    @property
+    def has_scale(self) -> bool:
+        return self.scale_a is not None or self.scale_b is not None
+
+    def context(self) -> GemmContext:
+        return GemmContext(self.schedule, self.a_dtype, self.b_dtype, self.accum_dtype, self.out_storage,
+                           a_major=self.a_major, b_major=self.b_major)
+
+
+def _operand_shapes(spec: KernelSpec, M, N, K):
+    a_shape = (M, K) if spec.a_major == "K" else (K, M)
+    b_shape = (N, K) if spec.b_major == "K" else (K, N)
+    return a_shape, b_shape
+
+
+def _epilogue_shapes(spec: KernelSpec, M, N):
+    """Shapes of scale_a, scale_b and bias; an unused vector is declared with one element."""
+    sa = (M,) if spec.scale_a == "row" else (1,)
+    sb = (N,) if spec.scale_b == "col" else (1,)
+    bias = (N,) if spec.bias_storage is not None else (1,)
+    return sa, sb, bias
+
+
+def _views(spec, A, B, C, A_scale, B_scale, bias, M, N):
+    tensorA = make_tensor_view(A, "A", spec.a_major)
+    tensorB = make_tensor_view(B, "B", spec.b_major)
+    tensorC = make_output_view(C, M, N)
+    scale = (make_scale_view(A_scale, B_scale, M, N, spec.scale_a == "row", spec.scale_b == "col")
+             if spec.has_scale else None)
+    bias_view = make_bias_view(bias, N) if spec.bias_storage is not None else None
+    return tensorA, tensorB, tensorC, scale, bias_view
+
+
+def persistent_gemm(spec: KernelSpec):
+    """C = epilogue(A · B); program p runs whole tiles p, p + P, ... (P = min(SMs, tiles))."""
+    ctx = spec.context()
+    M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
+    a_shape, b_shape = _operand_shapes(spec, M, N, K)
+    sa_shape, sb_shape, bias_shape = _epilogue_shapes(spec, M, N)
+    bias_dtype = spec.bias_storage or "float32"
+    s = spec.schedule
+    num_programs = T.min(spec.num_sms, T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n))
+
+    @T.prim_func
+    def gemm(A: T.Tensor(a_shape, ctx.a_storage), B: T.Tensor(b_shape, ctx.b_storage),
+             C: T.Tensor((M, NC), spec.out_storage), A_scale: T.Tensor(sa_shape, "float32"),
+             B_scale: T.Tensor(sb_shape, "float32"), bias: T.Tensor(bias_shape, bias_dtype)):
+        with T.Kernel(num_programs, threads=ctx.threads) as pid:
+            tensorA, tensorB, tensorC, scale, bias_view = _views(spec, A, B, C, A_scale, B_scale, bias, M, N)
+            ctx.allocate()
+            sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
+            start, _, step = sched.persistent_tile_range()
+            for t in T.serial(sched.num_local_tiles()):
+                tile = sched.get_tile_from_idx(start + t * step)
+                ctx.reduce_axis(tensorA, tensorB, tile, 0, sched.iters_per_tile)
+                tensorC.store(ctx, tile, scale=scale, bias=bias_view)
+
+    return gemm
+
+
+def streamk_gemm(spec: KernelSpec):
+    """C = epilogue(A · B): whole tiles persistently, then this program's contiguous share of
+    the last ``streamk_tiles`` tiles' K-iterations (tlgemm.schedules' Stream-K plan).
+
+    Fix-up (schedules.decompose): a program whose segment starts inside a tile publishes its
+    partial accumulator in ``partials[pid]`` and raises ``flags[pid]`` (bar.sync, then one
+    thread's release store); the tile's owner (the program running its K-iteration 0) adds
+    the partials of pid + 1, ... in order after an acquire spin on each flag, then stores the
+    tile. The summation order is fixed, so results are bitwise reproducible. ``flags`` must be
+    zero at launch.
+    """
+    ctx = spec.context()
+    M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
+    a_shape, b_shape = _operand_shapes(spec, M, N, K)
+    sa_shape, sb_shape, bias_shape = _epilogue_shapes(spec, M, N)
+    bias_dtype = spec.bias_storage or "float32"
+    s = spec.schedule
+    P = spec.num_sms
+    bm, bn, consumers = s.block_m, s.block_n, ctx.consumer_threads
+
+    @T.prim_func
+    def gemm(A: T.Tensor(a_shape, ctx.a_storage), B: T.Tensor(b_shape, ctx.b_storage),
+             C: T.Tensor((M, NC), spec.out_storage), A_scale: T.Tensor(sa_shape, "float32"),
+             B_scale: T.Tensor(sb_shape, "float32"), bias: T.Tensor(bias_shape, bias_dtype),
+             partials: T.Tensor((P, bm, bn), ctx.accum_storage), flags: T.Tensor((P,), "int32")):
+        with T.Kernel(P, threads=ctx.threads) as pid:
+            tensorA, tensorB, tensorC, scale, bias_view = _views(spec, A, B, C, A_scale, B_scale, bias, M, N)
+            ctx.allocate()
+            sched = ScheduleContext(M, N, K, ctx, pid, P)
+            iters = sched.iters_per_tile
+            lpid = sched.pid
+            start, _, step = sched.persistent_tile_range(sched.full_tiles)
+            for t in T.serial(sched.num_local_tiles(sched.full_tiles)):
+                tile = sched.get_tile_from_idx(start + t * step)
+                ctx.reduce_axis(tensorA, tensorB, tile, 0, iters)
+                tensorC.store(ctx, tile, scale=scale, bias=bias_view)
+            begin, end = sched.iter_range()
+            g = T.alloc_var("int32", init=begin)
+            for _ in T.serial(T.ceildiv(end - begin, iters) + 1):
+                if g < end:
+                    tile_id, k = sched.get_iter(g)
+                    seg_end = T.min(end, (tile_id + 1) * iters)
+                    tile = sched.get_tile_from_idx(tile_id)
+                    ctx.reduce_axis(tensorA, tensorB, tile, k, k + seg_end - g)
+                    if not ctx.is_producer():
+                        if k != 0:
+                            T.copy(ctx.acc, partials[lpid, :, :])
+                            T.sync_threads(CONSUMER_BARRIER, consumers)
+                            if T.get_thread_binding() == 0:
+                                T.atomic_store(flags[lpid], 1, memory_order="release")
+                        else:
+                            for c in T.serial(lpid + 1, sched.iter_owner((tile_id + 1) * iters - 1) + 1):
+                                if T.get_thread_binding() == 0:
+                                    while T.atomic_load(flags[c], memory_order="acquire") == 0:
+                                        T.evaluate(0)
+                                T.sync_threads(CONSUMER_BARRIER, consumers)
+                                for i, j in T.Parallel(bm, bn):
+                                    ctx.acc[i, j] = ctx.acc[i, j] + partials[c, i, j]
+                    if k == 0:
+                        tensorC.store(ctx, tile, scale=scale, bias=bias_view)
+                    g = seg_end
+
+    return gemm
+
+
+def schedule_trace_kernel(schedule: Schedule, num_sms: int, max_items: int):
+    """Records, per launch program, the (pid_m, pid_n, k_begin, k_end) items the GEMM kernels'
+    ScheduleContext walks, in order (compare with tlgemm.schedules.work)."""
+    ctx = GemmContext(schedule, "bf16", "bf16", "f32", "bfloat16")
+    s = schedule
+    streamk = s.streamk_tiles > 0
+
+    @T.prim_func
+    def trace(Trace: T.Tensor((num_sms, max_items, 4), "int32"), Count: T.Tensor((num_sms,), "int32"),
+              M: T.int32, N: T.int32, K: T.int32):
+        num_programs = num_sms if streamk else T.min(num_sms, T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n))
+        with T.Kernel(num_programs, threads=32) as pid:
+            sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
+            iters = sched.iters_per_tile
+            n = T.alloc_var("int32", init=0)
+            full = sched.full_tiles if streamk else sched.total_tiles
+            start, _, step = sched.persistent_tile_range(full)
+            if T.get_thread_binding() == 0:
+                for t in T.serial(sched.num_local_tiles(full)):
+                    tile = sched.get_tile_from_idx(start + t * step)
+                    Trace[pid, n, 0] = tile.pid_m
+                    Trace[pid, n, 1] = tile.pid_n
+                    Trace[pid, n, 2] = 0
+                    Trace[pid, n, 3] = iters
+                    n += 1
+                if streamk:
+                    begin, end = sched.iter_range()
+                    g = T.alloc_var("int32", init=begin)
+                    for _ in T.serial(T.ceildiv(end - begin, iters) + 1):
+                        if g < end:
+                            tile_id, k = sched.get_iter(g)
+                            seg_end = T.min(end, (tile_id + 1) * iters)
+                            tile = sched.get_tile_from_idx(tile_id)
+                            Trace[pid, n, 0] = tile.pid_m
+                            Trace[pid, n, 1] = tile.pid_n
+                            Trace[pid, n, 2] = k
+                            Trace[pid, n, 3] = k + seg_end - g
+                            n += 1
+                            g = seg_end
+                Count[pid] = n
+
+    return trace
+
+
+def build(spec: KernelSpec):
+    """The prim_func of ``spec``: Stream-K when the schedule asks for it, else persistent."""
+    return streamk_gemm(spec) if spec.schedule.streamk_tiles else persistent_gemm(spec)

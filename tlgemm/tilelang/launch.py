@@ -1,0 +1,344 @@
+"""Host launchers of the TileLang kernels: validation, operand orientation, compile cache.
+
+Same signature and rules as ``tlgemm.triton.launch`` (TypeError for a wrong type/dtype, else
+ValueError, naming the argument), plus what TMA needs. The copy rule (each operand at most
+one copy, documented here and by ``explain``):
+
+* A [M, K] is taken as-is when row-major (K-major) or, for 16-bit inputs, column-major
+  (MN-major: the kernel reads A.T, a dense [K, M]); B [K, N] as-is when column-major (K-major:
+  B.T is a dense [N, K]) or, for 16-bit inputs, row-major (MN-major). Anything else (other
+  strides, MN-major fp8/int8/fp32 — WGMMA reads only K-major for those, PTX ISA 9.7.15.5.1)
+  is copied once into the K-major layout.
+* TMA needs 16-byte aligned base addresses and row pitches (cuTensorMapEncodeTiled): when
+  the contiguous extent of an operand is not a multiple of 16 bytes, K is zero-padded to the
+  next such multiple for both operands (exact: the padding adds zero products; an operand
+  that is copied anyway is padded in the same copy), and C is
+  computed into a padded buffer and copied into ``out``. ``out`` that is not a dense
+  row-major [M, N] is likewise written through one temporary.
+
+Compiled kernels are cached in memory per ``KernelSpec`` and on disk by TileLang's cache, so
+only the first call of a spec compiles; M, N and K are run-time values.
+"""
+
+import functools
+
+import torch
+
+from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
+
+from .kernels import KernelSpec, build, schedule_trace_kernel
+
+__all__ = ["matmul", "persistent_matmul", "streamk_matmul", "schedule_trace", "kernel_source", "make_spec",
+           "PASS_CONFIGS"]
+
+_WGMMA_INPUT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "tf32",
+                torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2", torch.int8: "s8"}
+_STORAGE = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.int32: "int32"}
+_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+_FLOAT_OUT = (torch.float32, torch.float16, torch.bfloat16)
+_TMA_ALIGN = 16
+_INT32_INDEX = 2**31
+#: Grid bound of a non-persistent schedule: min(bound, tiles) = one program per tile.
+_ONE_PROGRAM_PER_TILE = 2**31 - 1
+
+#: The kernels synchronise their own warp-specialised pipeline (mbarriers in the stages), so
+#: TileLang's automatic warp specialisation and pipelining stay off.
+PASS_CONFIGS = {"tl.disable_warp_specialized": True}
+
+
+def _check_tensor(name, t, ndim):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != ndim:
+        raise ValueError(f"{name}: expected a {ndim}-D tensor, got shape {tuple(t.shape)}")
+    if t.numel() >= _INT32_INDEX:
+        raise ValueError(f"{name}: {t.numel()} elements; the TileLang kernels index in int32 (< 2**31)")
+
+
+def _out_dtype(a_dtype, out_dtype, epilogue):
+    if out_dtype is None:
+        out_dtype = torch.bfloat16 if a_dtype in _FP8 else torch.int32 if a_dtype == torch.int8 else a_dtype
+    if not isinstance(out_dtype, torch.dtype):
+        raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
+    allowed = _FLOAT_OUT + ((torch.int32,) if a_dtype == torch.int8 else ())
+    if out_dtype not in allowed:
+        raise TypeError(f"out_dtype: for {a_dtype} inputs must be one of {[str(d) for d in allowed]}, got {out_dtype}")
+    if out_dtype == torch.int32 and epilogue:
+        raise ValueError("out_dtype: int32 output takes no scale_a/scale_b/bias; choose a float out_dtype")
+    return out_dtype
+
+
+def _vector(name, v, lengths, dtypes, device):
+    if not isinstance(v, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(v).__name__}")
+    if v.dtype not in dtypes:
+        raise TypeError(f"{name}: dtype must be one of {[str(d) for d in dtypes]}, got {v.dtype}")
+    if v.numel() not in lengths:
+        raise ValueError(f"{name}: expected {' or '.join(map(str, sorted(set(lengths))))} elements, got {v.numel()}")
+    if v.device != device:
+        raise ValueError(f"{name}: on {v.device}, but a is on {device}; all tensors must share a device")
+    return v.reshape(-1).contiguous()
+
+
+def _aligned(t, contiguous_extent):
+    return t.data_ptr() % _TMA_ALIGN == 0 and (contiguous_extent * t.element_size()) % _TMA_ALIGN == 0
+
+
+def _orient(a, b):
+    """(A as stored, B as stored, a_major, b_major) per the module's copy rule; K may be padded."""
+    sixteen_bit = a.element_size() == 2
+    M, K = a.shape
+    N = b.shape[1]
+    step = _TMA_ALIGN // a.element_size()
+    pad = (-K) % step
+    if a.stride(1) == 1 and (a.stride(0) == K or M == 1) and _aligned(a, K):
+        A, a_major = a, "K"
+    elif sixteen_bit and a.stride(0) == 1 and (a.stride(1) == M or K == 1) and _aligned(a, M):
+        A, a_major = a.t(), "MN"
+    else:
+        A, a_major = _k_major_copy(a, pad), "K"
+    if b.stride(0) == 1 and (b.stride(1) == K or N == 1) and _aligned(b, K):
+        B, b_major = b.t(), "K"
+    elif sixteen_bit and b.stride(1) == 1 and (b.stride(0) == N or K == 1) and _aligned(b, N):
+        B, b_major = b, "MN"
+    else:
+        B, b_major = _k_major_copy(b.t(), pad), "K"
+    if pad and "K" in (a_major, b_major):
+        if A.shape[-1] == K and a_major == "K":
+            A = _k_major_copy(A, pad)
+        if a_major == "MN":
+            A = torch.nn.functional.pad(A, (0, 0, 0, pad))
+        if B.shape[-1] == K and b_major == "K":
+            B = _k_major_copy(B, pad)
+        if b_major == "MN":
+            B = torch.nn.functional.pad(B, (0, 0, 0, pad))
+    return A, B, a_major, b_major
+
+
+def _k_major_copy(t, pad):
+    """A fresh dense [rows, K + pad] copy of ``t`` (zero columns appended): one copy, at a
+    new allocation (the caching allocator aligns it to 512 bytes)."""
+    rows, cols = t.shape
+    out = torch.empty((rows, cols + pad), dtype=t.dtype, device=t.device)
+    out[:, :cols].copy_(t)
+    if pad:
+        out[:, cols:].zero_()
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _device_limits(index: int) -> tuple[int, int]:
+    props = torch.cuda.get_device_properties(index)
+    return props.multi_processor_count, props.shared_memory_per_block_optin
+
+
+@functools.lru_cache(maxsize=None)
+def _placeholder(device) -> torch.Tensor:
+    """The one-element float32 tensor passed for an unused scale/bias argument."""
+    return torch.ones(1, dtype=torch.float32, device=device)
+
+
+@functools.lru_cache(maxsize=None)
+def shared_memory_bytes(spec: KernelSpec) -> int:
+    """Shared memory of a kernel: the operand ring, the output staging tile, the barriers."""
+    ctx = spec.context()
+    out_bytes = torch.empty((), dtype=getattr(torch, spec.out_storage)).element_size()
+    return (ctx.num_stages * (ctx.a_bytes + ctx.b_bytes) + ctx.block_m * ctx.block_n * out_bytes
+            + 16 * ctx.num_stages + 1024)
+
+
+def make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, *, a_major="K", b_major="K", scale_a=None,
+              scale_b=None, bias_dtype=None) -> KernelSpec:
+    """The KernelSpec of a problem (torch dtypes; scale_a None/"tensor"/"row", scale_b
+    None/"tensor"/"col")."""
+    if not isinstance(schedule, Schedule):
+        raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
+    if schedule.split_k > 1:
+        raise ValueError("schedule: split_k > 1 is not implemented by the TileLang backend (use streamk_tiles)")
+    if schedule.is_swap_ab:
+        raise ValueError("schedule: is_swap_ab is not implemented by the TileLang backend (pass b.T, a.T instead)")
+    if schedule.num_xcds != 1:
+        raise ValueError("schedule: num_xcds > 1 is the AMD chiplet transform; the TileLang backend targets Hopper")
+    accum = "s32" if a_dtype == torch.int8 else "f32"
+    return KernelSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], accum, _STORAGE[out_dtype],
+                      schedule, num_sms, a_major, b_major, scale_a, scale_b,
+                      None if bias_dtype is None else _STORAGE[bias_dtype])
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(spec: KernelSpec):
+    import tilelang
+
+    return tilelang.compile(build(spec), target="cuda", pass_configs=PASS_CONFIGS)
+
+
+def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
+    _check_tensor("a", a, 2)
+    _check_tensor("b", b, 2)
+    if not isinstance(schedule, Schedule):
+        raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
+    for name, t in (("a", a), ("b", b)):
+        if t.dtype not in _WGMMA_INPUT:
+            raise TypeError(f"{name}: dtype must be one of {[str(d) for d in _WGMMA_INPUT]}, got {t.dtype}")
+    if a.dtype != b.dtype and not (a.dtype in _FP8 and b.dtype in _FP8):
+        raise TypeError(f"a, b: dtypes must match (only fp8 e4m3fn/e5m2 may mix), got {a.dtype} and {b.dtype}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"a, b: inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    device = a.device
+    if device.type != "cuda":
+        raise ValueError(f"a: on {device}; the TileLang kernels need CUDA tensors")
+    for name, t in (("b", b), ("out", out)):
+        if t is not None and t.device != device:
+            raise ValueError(f"{name}: on {t.device}, but a is on {device}; all tensors must share a device")
+    (M, K), N = a.shape, b.shape[1]
+    if out is not None:
+        _check_tensor("out", out, 2)
+        if tuple(out.shape) != (M, N):
+            raise ValueError(f"out: expected shape {(M, N)}, got {tuple(out.shape)}")
+        if out_dtype is not None and out.dtype != out_dtype:
+            raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
+    epilogue = scale_a is not None or scale_b is not None or bias is not None
+    out_dtype = _out_dtype(a.dtype, out_dtype if out is None else out.dtype, epilogue)
+    modes, vectors = [None, None], [None, None, None]
+    if scale_a is not None or scale_b is not None:
+        ones = _placeholder(device)
+        vectors[0] = _vector("scale_a", ones if scale_a is None else scale_a, (1, M), (torch.float32,), device)
+        vectors[1] = _vector("scale_b", ones if scale_b is None else scale_b, (1, N), (torch.float32,), device)
+        modes = ["row" if vectors[0].numel() == M and M > 1 else "tensor",
+                 "col" if vectors[1].numel() == N and N > 1 else "tensor"]
+    if bias is not None:
+        vectors[2] = _vector("bias", bias, (N,), _FLOAT_OUT, device)
+    sms, smem_limit = _device_limits(device.index if device.index is not None else torch.cuda.current_device())
+    if not schedule.is_persistent:
+        sms = _ONE_PROGRAM_PER_TILE
+    elif schedule.num_sms is not None:
+        sms = schedule.num_sms
+    elif num_sms is not None:
+        sms = num_sms
+    return (M, N, K), out, out_dtype, modes, vectors, sms, smem_limit
+
+
+def _launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
+    (M, N, K), out, out_dtype, modes, vectors, sms, smem_limit = _prepare(
+        a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
+    device = a.device
+    target = out if out is not None else torch.empty((M, N), dtype=out_dtype, device=device)
+    if M == 0 or N == 0:
+        return target
+    if K == 0:
+        value = torch.zeros((M, N), dtype=torch.float32, device=device)
+        if vectors[2] is not None:
+            value += vectors[2].float()
+        return target.copy_(value)
+    A, B, a_major, b_major = _orient(a, b)
+    spec = make_spec(a.dtype, b.dtype, out_dtype, schedule, sms, a_major=a_major, b_major=b_major,
+                     scale_a=modes[0], scale_b=modes[1], bias_dtype=None if vectors[2] is None else vectors[2].dtype)
+    need = shared_memory_bytes(spec)
+    if need > smem_limit:
+        raise ValueError(f"schedule: needs {need} bytes of shared memory (num_stages={schedule.num_stages}, "
+                         f"{schedule.block_m}x{schedule.block_n}x{schedule.block_k}), the device allows {smem_limit}")
+    step = _TMA_ALIGN // target.element_size()
+    dense = target.is_contiguous() and N % step == 0 and target.data_ptr() % _TMA_ALIGN == 0
+    C = target if dense else torch.empty((M, N + (-N) % step), dtype=out_dtype, device=device)
+    placeholder = _placeholder(device)
+    sa = vectors[0] if vectors[0] is not None else placeholder
+    sb = vectors[1] if vectors[1] is not None else placeholder
+    bv = vectors[2] if vectors[2] is not None else placeholder
+    kernel = _compiled(spec)
+    if schedule.streamk_tiles:
+        partials = torch.empty((sms, schedule.block_m, schedule.block_n),
+                               dtype=torch.int32 if a.dtype == torch.int8 else torch.float32, device=device)
+        flags = torch.zeros(sms, dtype=torch.int32, device=device)
+        kernel(A, B, C, sa, sb, bv, partials, flags)
+    else:
+        kernel(A, B, C, sa, sb, bv)
+    if C is not target:
+        target.copy_(C[:, :N])
+    return target
+
+
+def persistent_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None, bias=None,
+                      num_sms=None):
+    """C = (scale_a · A @ B · scale_b) + bias with the persistent warp-specialised kernel."""
+    if isinstance(schedule, Schedule) and schedule.streamk_tiles:
+        raise ValueError("schedule: streamk_tiles > 0 needs streamk_matmul (or matmul)")
+    return _launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
+
+
+def streamk_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None, bias=None,
+                   num_sms=None):
+    """Like ``persistent_matmul`` with the Stream-K kernel (schedule.streamk_tiles > 0)."""
+    if isinstance(schedule, Schedule) and not schedule.streamk_tiles:
+        raise ValueError("schedule: streamk_matmul needs streamk_tiles > 0 (see Schedule.streamk)")
+    if isinstance(schedule, Schedule) and not schedule.is_persistent:
+        raise ValueError("schedule: Stream-K needs a persistent schedule")
+    return _launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
+
+
+def matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None, bias=None, num_sms=None):
+    """``streamk_matmul`` when schedule.streamk_tiles > 0, else ``persistent_matmul``."""
+    launcher = streamk_matmul if isinstance(schedule, Schedule) and schedule.streamk_tiles else persistent_matmul
+    return launcher(a, b, schedule, out=out, out_dtype=out_dtype, scale_a=scale_a, scale_b=scale_b, bias=bias,
+                    num_sms=num_sms)
+
+
+def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K", b_major="K", scale_a=None,
+                  scale_b=None, bias=False, emit="cuda", num_sms=132):
+    """The kernel that ``matmul`` would run for this configuration, as TileLang TIR
+    (``emit="tir"``) or CUDA source for sm_90a (``emit="cuda"``); needs no GPU.
+    Dtypes are torch dtypes; ``bias`` True adds a bias of ``out_dtype``."""
+    for name, value in (("M", M), ("N", N), ("K", K)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: expected a positive int, got {value!r}")
+    if emit not in ("tir", "cuda"):
+        raise ValueError(f"emit: expected 'tir' or 'cuda' (ptx/sass need the GPU machine's nvcc), got {emit!r}")
+    for name, dt in (("a_dtype", a_dtype), ("b_dtype", b_dtype)):
+        if dt not in _WGMMA_INPUT:
+            raise TypeError(f"{name}: must be one of {[str(d) for d in _WGMMA_INPUT]}, got {dt}")
+    out_dtype = _out_dtype(a_dtype, out_dtype, scale_a is not None or scale_b is not None or bias)
+    if schedule.is_persistent and schedule.num_sms is not None:
+        num_sms = schedule.num_sms
+    spec = make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, a_major=a_major, b_major=b_major,
+                     scale_a=scale_a, scale_b=scale_b, bias_dtype=out_dtype if bias else None)
+    func = build(spec)
+    if emit == "tir":
+        return func.script()
+    return lower_to_cuda(func)
+
+
+def lower_to_cuda(func) -> str:
+    """CUDA source for sm_90a without a GPU (DESIGN.md, "Backends")."""
+    import tilelang
+    from tilelang import tvm
+
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+    with tvm.transform.PassContext(opt_level=3, config=PASS_CONFIGS), target:
+        return tilelang.lower(func, target=target).kernel_source
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_trace(schedule, num_sms, max_items):
+    import tilelang
+
+    return tilelang.compile(schedule_trace_kernel(schedule, num_sms, max_items), target="cuda",
+                            pass_configs=PASS_CONFIGS)
+
+
+def schedule_trace(M, N, K, schedule, *, num_sms=None, device="cuda"):
+    """For each launch program p, the WorkItems the TileLang kernels' ScheduleContext walks, in
+    order (to compare with tlgemm.schedules.work(p, ...) and the Triton trace)."""
+    if not isinstance(schedule, Schedule):
+        raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
+    make_spec(torch.bfloat16, torch.bfloat16, torch.bfloat16, schedule, 1)
+    device = torch.device(device)
+    if schedule.is_persistent and schedule.num_sms is None and num_sms is None:
+        num_sms = _device_limits(device.index or 0)[0]
+    P = num_programs(M, N, K, schedule, num_sms)
+    max_items = num_tiles(M, N, schedule) + 1
+    trace = torch.full((P, max_items, 4), -1, dtype=torch.int32, device=device)
+    counts = torch.full((P,), -1, dtype=torch.int32, device=device)
+    _compiled_trace(schedule, P, max_items)(trace, counts, M, N, K)
+    trace, counts = trace.cpu().tolist(), counts.cpu().tolist()
+    if not all(0 <= c <= max_items for c in counts):
+        raise RuntimeError(f"schedule_trace: item counts {counts} outside [0, {max_items}]")
+    return [[WorkItem(*item) for item in trace[p][:counts[p]]] for p in range(P)]

@@ -1,0 +1,362 @@
+"""The stages abstractions in TileLang: the Triton backend's names and meanings, as Python
+objects whose code-emitting methods are ``T.macro``s.
+
+A kernel is warp specialised (one CTA = the consumer warpgroups, threads [0, 128·W), plus
+one producer warpgroup): the producer's elected thread streams A and B tiles with TMA into a
+``num_stages`` ring of shared buffers in the swizzled layouts the emitter's descriptors were
+proven against (``tlgemm.macros.operands``); the consumers issue WGMMA through
+``tlgemm.macros.WGMMAEmitter``. Two mbarriers per ring slot hand the slot over:
+
+* ``full[s]`` (arrival count 32, the producer warp): the elected lane's ``expect_tx`` plus the
+  bytes the TMA engine delivers complete it (PTX ISA 9.7.13.15, "mbarrier" with transaction
+  counts);
+* ``empty[s]`` (arrival count 128·W): every consumer thread arrives once the wgmma batch
+  that read the slot has retired (``wgmma.wait_group``, PTX ISA 9.7.15.5.2).
+
+The consumers leave one wgmma batch in flight (``wait(1)``) and release the slot of the
+previous K-iteration, so the tensor cores never wait for the issue of the next batch.
+Producer and consumers walk the same work items (``ScheduleContext``) and count K-iterations
+the same way, so slot ``it % S`` and phase ``(it // S) & 1`` agree on both sides.
+
+Ragged M, N and K need no masks in the main loop: TMA zero-fills the out-of-bounds part of
+a box on loads and clips it on stores (CUDA driver API, cuTensorMapEncodeTiled).
+"""
+
+import tilelang.language as T
+
+from tlgemm.macros.emitter import WGMMAEmitter
+from tlgemm.macros.operands import Major
+from tlgemm.schedules import Schedule
+
+__all__ = [
+    "STORAGE", "Tile", "InputView", "OutputView", "ScaleView", "BiasView", "GemmContext", "ScheduleContext",
+    "make_input_view", "make_tensor_view", "make_output_view", "make_scale_view", "make_bias_view",
+    "chiplet_transform", "chiplet_transform_chunked",
+]
+
+#: TileLang storage type of each WGMMA input / accumulator name.
+STORAGE = {"f16": "float16", "bf16": "bfloat16", "tf32": "float32", "e4m3": "float8_e4m3fn",
+           "e5m2": "float8_e5m2", "s8": "int8", "u8": "uint8", "f32": "float32", "s32": "int32"}
+
+#: Registers per thread after ``setmaxnreg`` (PTX ISA 9.7.17.1): the producer gives its
+#: registers to the consumers; 128·(PRODUCER + W·CONSUMER[W]) <= 65536.
+PRODUCER_REGISTERS = 40
+CONSUMER_REGISTERS = {1: 232, 2: 232}
+
+#: The producer is the first warp of the producer warpgroup: one lane (elected by the TMA
+#: copy, elect.sync needs the whole warp converged) issues expect_tx and the copies, and
+#: all its lanes arrive on ``full`` after that.
+PRODUCER_LANES = 32
+
+#: Named hardware barrier the consumer warpgroups use among themselves (bar.sync id, count);
+#: TileLang reserves the low ids for its own partial syncs.
+CONSUMER_BARRIER = 9
+
+
+def _slot(iteration, stages: int):
+    """Ring slot of a K-iteration (the counter is non-negative: truncating division)."""
+    return T.truncmod(iteration, stages)
+
+
+def _phase(iteration, stages: int):
+    """mbarrier phase parity of a K-iteration's slot use."""
+    return T.truncmod(T.truncdiv(iteration, stages), 2)
+
+
+class Tile:
+    """One output tile: its coordinates (pid_m, pid_n) and origin (m0, n0) in C."""
+
+    def __init__(self, pid_m, pid_n, block_m: int, block_n: int):
+        self.pid_m, self.pid_n = pid_m, pid_n
+        self.block_m, self.block_n = block_m, block_n
+
+    @property
+    def m0(self):
+        return self.pid_m * self.block_m
+
+    @property
+    def n0(self):
+        return self.pid_n * self.block_n
+
+
+class InputView:
+    """A global operand of C = A · B in the orientation it is stored in.
+
+    ``operand`` "A": logical [M, K], stored [M, K] (K-major) or [K, M] (MN-major);
+    ``operand`` "B": logical [K, N], stored [N, K] (K-major) or [K, N] (MN-major).
+    """
+
+    def __init__(self, buffer, operand: str, major):
+        if operand not in ("A", "B"):
+            raise ValueError(f"operand must be 'A' or 'B', got {operand!r}")
+        self.buffer, self.operand, self.major = buffer, operand, Major.parse(major)
+
+    def load(self, smem, stage, mn0, k0, block_mn: int, block_k: int, barrier):
+        """TMA-copy the [block_mn, block_k] tile at (mn0, k0) into ring slot ``stage``;
+        the copy's bytes complete ``barrier``."""
+        buf, k_major = self.buffer, self.major is Major.K
+
+        @T.macro
+        def _load():
+            if k_major:
+                T.tma_copy(buf[mn0:mn0 + block_mn, k0:k0 + block_k], smem[stage, :, :], barrier=barrier,
+                           leader_scope_threads=32)
+            else:
+                T.tma_copy(buf[k0:k0 + block_k, mn0:mn0 + block_mn], smem[stage, :, :], barrier=barrier,
+                           leader_scope_threads=32)
+
+        return _load()
+
+
+class ScaleView:
+    """Per-tensor, per-row (A, length M) or per-column (B, length N) float32 scales."""
+
+    def __init__(self, a_scale, b_scale, M, N, per_row: bool, per_col: bool):
+        self.a_scale, self.b_scale = a_scale, b_scale
+        self.M, self.N, self.per_row, self.per_col = M, N, per_row, per_col
+
+    def factor(self, row, col):
+        """scale_a[row] · scale_b[col] (indices clamped so edge tiles read in bounds)."""
+        sa = self.a_scale[T.min(row, self.M - 1)] if self.per_row else self.a_scale[0]
+        sb = self.b_scale[T.min(col, self.N - 1)] if self.per_col else self.b_scale[0]
+        return sa * sb
+
+
+class BiasView:
+    """A bias of length N added to every row (torch.addmm's [N] broadcast)."""
+
+    def __init__(self, bias, N):
+        self.bias, self.N = bias, N
+
+    def value(self, col, dtype: str):
+        return T.Cast(dtype, self.bias[T.min(col, self.N - 1)])
+
+
+class OutputView:
+    """C [M, N] (row-major). ``store`` applies scale → bias → convert, stages the tile in
+    shared memory and writes it with a TMA store (clipped at the edges of C)."""
+
+    def __init__(self, buffer, M, N):
+        self.buffer, self.M, self.N = buffer, M, N
+
+    def store(self, ctx, tile: Tile, scale: ScaleView | None = None, bias: BiasView | None = None):
+        acc, c_smem, buf = ctx.acc, ctx.c_smem, self.buffer
+        bm, bn, accum = ctx.block_m, ctx.block_n, ctx.accum_storage
+
+        @T.macro
+        def _store():
+            if not ctx.is_producer():
+                if scale is not None:
+                    for i, j in T.Parallel(bm, bn):
+                        acc[i, j] = acc[i, j] * scale.factor(tile.m0 + i, tile.n0 + j)
+                if bias is not None:
+                    for i, j in T.Parallel(bm, bn):
+                        acc[i, j] = acc[i, j] + bias.value(tile.n0 + j, accum)
+                T.copy(acc, c_smem)
+                T.copy(c_smem, buf[tile.m0:tile.m0 + bm, tile.n0:tile.n0 + bn])
+
+        return _store()
+
+
+def make_input_view(buffer, operand: str, major) -> InputView:
+    return InputView(buffer, operand, major)
+
+
+def make_tensor_view(buffer, operand: str, major) -> InputView:
+    """Alias of ``make_input_view`` (tritonBLAS names both)."""
+    return InputView(buffer, operand, major)
+
+
+def make_output_view(buffer, M, N) -> OutputView:
+    return OutputView(buffer, M, N)
+
+
+def make_scale_view(a_scale, b_scale, M, N, per_row: bool, per_col: bool) -> ScaleView:
+    return ScaleView(a_scale, b_scale, M, N, per_row, per_col)
+
+
+def make_bias_view(bias, N) -> BiasView:
+    return BiasView(bias, N)
+
+
+def chiplet_transform(pid, num_workgroups, num_xcds: int):
+    """tlgemm.schedules.chiplet_transform as a TIR expression."""
+    xcd, pos = pid % num_xcds, pid // num_xcds
+    return xcd * (num_workgroups // num_xcds) + T.min(xcd, num_workgroups % num_xcds) + pos
+
+
+def chiplet_transform_chunked(pid, num_workgroups, num_xcds: int, chunk_size: int):
+    """tlgemm.schedules.chiplet_transform_chunked as a TIR expression."""
+    round_size = num_xcds * chunk_size
+    local, xcd = pid // num_xcds, pid % num_xcds
+    moved = (local // chunk_size) * round_size + xcd * chunk_size + local % chunk_size
+    return T.if_then_else(pid >= (num_workgroups // round_size) * round_size, pid, moved)
+
+
+class GemmContext:
+    """Tile shape, pipeline and WGMMA emitter of one kernel, and the K loop.
+
+    ``allocate()`` (inside ``T.Kernel``) creates the operand ring, the output staging
+    tile, the accumulator fragment and the barriers; ``reduce_axis`` runs K-iterations
+    [k_begin, k_end) of a tile — the producer loads, the consumers multiply.
+    """
+
+    def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, accum_dtype: str, out_storage: str,
+                 *, a_major="K", b_major="K"):
+        if not isinstance(schedule, Schedule):
+            raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
+        wgs = schedule.num_warpgroups
+        if wgs not in CONSUMER_REGISTERS:
+            raise ValueError(f"schedule: num_warpgroups must be 1 or 2 for the TileLang kernels, got {wgs}")
+        wg_m = wgs if schedule.block_m % (64 * wgs) == 0 else 1
+        self.schedule = schedule
+        self.emitter = WGMMAEmitter(a_dtype, b_dtype, accum_dtype, block_m=schedule.block_m,
+                                    block_n=schedule.block_n, block_k=schedule.block_k, a_major=a_major,
+                                    b_major=b_major, warpgroups_m=wg_m, warpgroups_n=wgs // wg_m)
+        em = self.emitter
+        self.block_m, self.block_n, self.block_k = schedule.block_m, schedule.block_n, schedule.block_k
+        self.num_stages = schedule.num_stages
+        self.a_storage, self.b_storage = STORAGE[em.a_type.name], STORAGE[em.b_type.name]
+        self.accum_storage, self.out_storage = em.accum_storage, out_storage
+        self.consumer_threads = em.threads
+        self.threads = em.threads + 128
+        self.a_tile = em.a_params.smem_shape
+        self.b_tile = em.b_params.smem_shape
+        self.a_bytes, self.b_bytes = em.a_params.tile_bytes, em.b_params.tile_bytes
+
+    def allocate(self):
+        """Buffers, barriers and register budgets; call first inside ``T.Kernel``."""
+        S, em = self.num_stages, self.emitter
+        self.a_smem = T.alloc_shared((S, *self.a_tile), self.a_storage)
+        self.b_smem = T.alloc_shared((S, *self.b_tile), self.b_storage)
+        self.c_smem = T.alloc_shared((self.block_m, self.block_n), self.out_storage)
+        self.acc = T.alloc_fragment((self.block_m, self.block_n), self.accum_storage)
+        self.full = T.alloc_barrier([PRODUCER_LANES] * S)
+        self.empty = T.alloc_barrier([self.consumer_threads] * S)
+        self.iteration = T.alloc_var("int32", init=0)
+        T.annotate_layout({self.a_smem: em.a_shared_layout.expand([S]), self.b_smem: em.b_shared_layout.expand([S]),
+                           self.acc: em.accum_layout()})
+        self._set_registers()
+
+    def is_producer(self):
+        return T.get_thread_binding() >= self.consumer_threads
+
+    def _set_registers(self):
+        consumer = CONSUMER_REGISTERS[self.emitter.num_warpgroups]
+
+        @T.macro
+        def _regs():
+            if self.is_producer():
+                T.set_max_nreg(PRODUCER_REGISTERS, 0)
+            else:
+                T.set_max_nreg(consumer, 1)
+
+        return _regs()
+
+    def reduce_axis(self, tensorA: InputView, tensorB: InputView, tile: Tile, k_begin, k_end):
+        """acc = Σ_{k in [k_begin, k_end)} A[tile rows, k-block] · B[k-block, tile cols]."""
+        S, bm, bn, bk = self.num_stages, self.block_m, self.block_n, self.block_k
+        em, it = self.emitter, self.iteration
+        a_smem, b_smem, full, empty, acc = self.a_smem, self.b_smem, self.full, self.empty, self.acc
+        a_bytes, b_bytes, producer_warp_end = self.a_bytes, self.b_bytes, self.consumer_threads + 32
+
+        @T.macro
+        def _reduce(it):
+            if self.is_producer():
+                if T.get_thread_binding() < producer_warp_end:
+                    for k in T.serial(k_begin, k_end):
+                        T.mbarrier_wait_parity(empty[_slot(it, S)], _phase(it, S) ^ 1)
+                        tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)])
+                        tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)])
+                        T.mbarrier_arrive(full[_slot(it, S)])
+                        it += 1
+            else:
+                for k in T.serial(k_begin, k_end):
+                    T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
+                    em.ss(a_smem, b_smem, acc, clear_accum=k == k_begin, wait=1,
+                          a_stage_offset=_slot(it, S) * a_bytes, b_stage_offset=_slot(it, S) * b_bytes)
+                    if k > k_begin:
+                        T.mbarrier_arrive(empty[_slot(it + S - 1, S)])
+                    it += 1
+                em.wait(0)
+                T.mbarrier_arrive(empty[_slot(it + S - 1, S)])
+
+        return _reduce(it)
+
+
+class ScheduleContext:
+    """The tile and K-iteration mapping of tlgemm.schedules on the device.
+
+    ``pid`` is the launch id, ``num_programs`` the grid size (a TIR expression); every
+    function reproduces its host-reference namesake exactly.
+    """
+
+    def __init__(self, M, N, K, ctx: GemmContext, pid, num_programs):
+        s = ctx.schedule
+        self.M, self.N, self.K, self.schedule = M, N, K, s
+        self.block_m, self.block_n = s.block_m, s.block_n
+        self.tiles_m = T.ceildiv(M, s.block_m)
+        self.tiles_n = T.ceildiv(N, s.block_n)
+        self.total_tiles = self.tiles_m * self.tiles_n
+        self.iters_per_tile = T.max(1, T.ceildiv(K, s.block_k))
+        self.num_programs = num_programs
+        self.pid = pid if s.num_xcds == 1 else chiplet_transform_chunked(pid, num_programs, s.num_xcds, s.chunk_size)
+
+    def persistent_tile_range(self, total=None):
+        """(start, stop, step) of this program's whole tiles (stop = ``total``, default all)."""
+        return self.pid, self.total_tiles if total is None else total, self.num_programs
+
+    def num_local_tiles(self, total=None):
+        """How many tiles range(pid, total, P) holds."""
+        start, stop, step = self.persistent_tile_range(total)
+        return T.max(0, T.ceildiv(stop - start, step))
+
+    def get_tile_from_idx(self, tile_id) -> Tile:
+        """Tile id → Tile with the schedule's grouped raster (schedules.grouped_coords); the
+        coordinates are bound to variables once (all operands are non-negative)."""
+        s = self.schedule
+        div, mod = T.truncdiv, T.truncmod
+        major, minor = (self.tiles_m, self.tiles_n) if s.raster == "m" else (self.tiles_n, self.tiles_m)
+        tile_id = T.bind(tile_id)
+        width = s.group_size_m * minor
+        first = div(tile_id, width) * s.group_size_m
+        rows = T.min(major - first, s.group_size_m)
+        fast = T.bind(first + mod(mod(tile_id, width), rows))
+        slow = T.bind(div(mod(tile_id, width), rows))
+        pid_m, pid_n = (fast, slow) if s.raster == "m" else (slow, fast)
+        return Tile(pid_m, pid_n, s.block_m, s.block_n)
+
+    def get_tile_from_coord(self, pid_m, pid_n) -> Tile:
+        return Tile(pid_m, pid_n, self.block_m, self.block_n)
+
+    # ---- Stream-K (schedules.decompose) ---------------------------------------------------
+
+    @property
+    def streamk_tiles(self):
+        return T.min(self.schedule.streamk_tiles, self.total_tiles)
+
+    @property
+    def full_tiles(self):
+        return self.total_tiles - self.streamk_tiles
+
+    def _streamk_split(self):
+        g = self.streamk_tiles * self.iters_per_tile
+        return g // self.num_programs, g % self.num_programs
+
+    def iter_range(self, lpid=None):
+        """[begin, end) of the global Stream-K iterations of logical program ``lpid``."""
+        lpid = self.pid if lpid is None else lpid
+        q, r = self._streamk_split()
+        base = self.full_tiles * self.iters_per_tile
+        return base + lpid * q + T.min(lpid, r), base + (lpid + 1) * q + T.min(lpid + 1, r)
+
+    def get_iter(self, global_iter):
+        """Global iteration → (tile_id, k_iter)."""
+        return global_iter // self.iters_per_tile, global_iter % self.iters_per_tile
+
+    def iter_owner(self, global_iter):
+        """Logical program running Stream-K iteration ``global_iter``."""
+        q, r = self._streamk_split()
+        h = global_iter - self.full_tiles * self.iters_per_tile
+        big = r * (q + 1)
+        return T.if_then_else(h < big, h // (q + 1), r + (h - big) // T.max(q, 1))
