@@ -123,7 +123,9 @@ def test_scaled_mm(backend, dtype, generator):
         bias = torch.randn(N, generator=generator).to(torch.bfloat16).cuda()
         out = tlgemm.scaled_mm(a, b, sa, sb, bias=bias, backend=backend)
         assert out.dtype == torch.bfloat16
-        assert_gemm_close(out, reference_gemm(a, b, scale_a=sa, scale_b=sb, bias=bias), dtype)
+        # int8 products are exact; the bf16 output rounding sets the bound
+        assert_gemm_close(out, reference_gemm(a, b, scale_a=sa, scale_b=sb, bias=bias),
+                          torch.bfloat16 if dtype == torch.int8 else dtype)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -219,4 +221,8 @@ def test_opcheck(op, generator):
         a, b = _operands(77, 256, 512, E4M3, "nt", generator)
         args = (a, b, torch.rand(77, 1, device="cuda") + 0.5, torch.rand(1, 256, device="cuda") + 0.5, None,
                 torch.bfloat16, "auto", None)
-    torch.library.opcheck(getattr(torch.ops.tlgemm, op).default, args)
+    # opcheck's test_schema perturbs the inputs with mul, which torch 2.11 has no fp8 kernel
+    # for (seen on the H200: "mul_cuda" not implemented for 'Float8_e4m3fn'); the other checks run.
+    utils = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+    kwargs = {"test_utils": utils} if op == "scaled_mm" else {}
+    torch.library.opcheck(getattr(torch.ops.tlgemm, op).default, args, **kwargs)
