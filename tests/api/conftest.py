@@ -60,9 +60,13 @@ class FakeBackend:
 
 
 @pytest.fixture(autouse=True)
-def _keep_tf32(monkeypatch):
-    """Tests (and `tlgemm explain --dtype tf32`) may switch TF32 on: restore it after each."""
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", torch.backends.cuda.matmul.allow_tf32)
+def _keep_tf32():
+    """Tests (and `tlgemm explain --dtype tf32`) switch TF32 by assignment: restore it after
+    each. (monkeypatch cannot: allow_tf32 is a property of torch's cuBLASModule, and
+    pytest >= 9.2 undoes such a setattr with delattr.)"""
+    saved = torch.backends.cuda.matmul.allow_tf32
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 @pytest.fixture

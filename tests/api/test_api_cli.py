@@ -70,7 +70,7 @@ def test_explain_variants(argv, expected, capsys):
 
 
 def test_explain_dtype_tf32_turns_tf32_on(monkeypatch):
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    torch.backends.cuda.matmul.allow_tf32 = False
     cli.main(["explain", "64", "64", "64", "--dtype", "tf32"])
     assert torch.backends.cuda.matmul.allow_tf32
 

@@ -42,7 +42,7 @@ def _out_dtype(dtype):
 
 @pytest.fixture
 def tf32(monkeypatch):
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+    torch.backends.cuda.matmul.allow_tf32 = True
 
 
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])

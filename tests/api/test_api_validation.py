@@ -146,7 +146,7 @@ def test_explicit_tilelang_off_hopper_is_an_error():
 
 
 def test_tilelang_needs_tf32_for_float32(monkeypatch):
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    torch.backends.cuda.matmul.allow_tf32 = False
     a, b = _meta(64, 64, dtype=torch.float32), _meta(64, 64, dtype=torch.float32)
     with pytest.raises(ValueError, match=r"float32 inputs with TF32 off .*wgmma has no full-precision"):
         tlgemm.explain(a, b, backend="tilelang")

@@ -77,3 +77,35 @@ def test_schedule_rules():
         kernel_source(64, 64, 64, torch.bfloat16, torch.bfloat16, None, Schedule().splitk(2))
     with pytest.raises(ValueError, match="is_swap_ab"):
         kernel_source(64, 64, 64, torch.bfloat16, torch.bfloat16, None, Schedule().swap_ab())
+
+
+def test_blockscaled_kernel_lowers():
+    """QGMMA e4m3 into a temporary accumulator cleared by scale-d = 0, then the promotion
+    with the staged scales, per 128-deep K block."""
+    import tilelang
+    from tilelang import tvm
+
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import PASS_CONFIGS, blockscaled_spec, default_blockscaled_schedule
+
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
+                            default_blockscaled_schedule(4096).persistent(132), 132)
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+    with tvm.transform.PassContext(opt_level=3, config=PASS_CONFIGS), target:
+        src = tilelang.lower(blockscaled_gemm(spec), target=target).kernel_source
+    wgmma = re.findall(r"wgmma_ss<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
+                       r"tl::DataType::kFloat32, 64, 128, 32, false, false, 1, 1>\([^;]*, (\w+|\d)\);", src)
+    assert len(wgmma) == 4 and wgmma[0] == "0" and set(wgmma[1:]) == {"1"}, wgmma
+    assert "warpgroup_wait<0>" in src and "SA_T[" in src and "SB[" in src
+    assert "mma.sync" not in src and src.count("tl::tma_load(") == 2
+
+
+def test_blockscaled_schedule_rules():
+    from tlgemm.schedules import Schedule
+    from tlgemm.tilelang.launch import blockscaled_spec
+
+    with pytest.raises(ValueError, match="block_k must be 128"):
+        blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, Schedule(block_k=64), 132)
+    with pytest.raises(ValueError, match="Stream-K"):
+        blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
+                         Schedule(block_k=128).persistent().streamk(4), 132)

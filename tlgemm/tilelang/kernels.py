@@ -1,5 +1,5 @@
 """TileLang GEMM kernels written with the stages: persistent (with the scaled/bias
-epilogue), Stream-K, and a schedule-trace kernel.
+epilogue), Stream-K, block-scaled FP8, and a schedule-trace kernel.
 
 Each builder takes a ``KernelSpec`` (everything compile-time) and returns a prim_func whose
 M, N, K are dynamic, so one compiled kernel serves every problem size of its spec. C is
@@ -17,15 +17,18 @@ from tlgemm.schedules import Schedule
 
 from .stages import (
     CONSUMER_BARRIER,
+    BlockScaledContext,
     GemmContext,
     ScheduleContext,
     make_bias_view,
+    make_group_scale_view,
     make_output_view,
     make_scale_view,
     make_tensor_view,
 )
 
-__all__ = ["KernelSpec", "persistent_gemm", "streamk_gemm", "schedule_trace_kernel", "build"]
+__all__ = ["KernelSpec", "BlockScaledSpec", "persistent_gemm", "streamk_gemm", "blockscaled_gemm",
+           "schedule_trace_kernel", "build"]
 
 
 @dataclass(frozen=True)
@@ -222,3 +225,47 @@ def schedule_trace_kernel(schedule: Schedule, num_sms: int, max_items: int):
 def build(spec: KernelSpec):
     """The prim_func of ``spec``: Stream-K when the schedule asks for it, else persistent."""
     return streamk_gemm(spec) if spec.schedule.streamk_tiles else persistent_gemm(spec)
+
+
+@dataclass(frozen=True)
+class BlockScaledSpec:
+    """Compile-time description of a block-scaled FP8 kernel (a_dtype/b_dtype e4m3/e5m2)."""
+
+    a_dtype: str
+    b_dtype: str
+    out_storage: str
+    schedule: Schedule
+    num_sms: int
+    bias_storage: str | None = None
+
+
+def blockscaled_gemm(spec: BlockScaledSpec):
+    """C = Σ_kb (A · Bᵀ)[:, :, kb] · scale_a[:, kb] · scale_b[n // 128, kb] (+ bias): A [M, K],
+    B [N, K] fp8 (K-major), SA_T = scale_aᵀ [K/128, M], SB [N/128, K/128]; persistent over
+    whole tiles, each K block promoted on the CUDA cores (``BlockScaledContext``)."""
+    ctx = BlockScaledContext(spec.schedule, spec.a_dtype, spec.b_dtype, spec.out_storage)
+    M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
+    KB, NB = T.dynamic("KB"), T.dynamic("NB")
+    s = spec.schedule
+    bias_shape = (N,) if spec.bias_storage is not None else (1,)
+    num_programs = T.min(spec.num_sms, T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n))
+
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), ctx.a_storage), B: T.Tensor((N, K), ctx.b_storage),
+             C: T.Tensor((M, NC), spec.out_storage), SA_T: T.Tensor((KB, M), "float32"),
+             SB: T.Tensor((NB, KB), "float32"), bias: T.Tensor(bias_shape, spec.bias_storage or "float32")):
+        with T.Kernel(num_programs, threads=ctx.threads) as pid:
+            tensorA = make_tensor_view(A, "A", "K")
+            tensorB = make_tensor_view(B, "B", "K")
+            tensorC = make_output_view(C, M, N)
+            scales = make_group_scale_view(SA_T, SB, M, N)
+            bias_view = make_bias_view(bias, N) if spec.bias_storage is not None else None
+            ctx.allocate()
+            sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
+            start, _, step = sched.persistent_tile_range()
+            for t in T.serial(sched.num_local_tiles()):
+                tile = sched.get_tile_from_idx(start + t * step)
+                ctx.reduce_axis_blockscaled(tensorA, tensorB, scales, tile, 0, sched.iters_per_tile)
+                tensorC.store(ctx, tile, bias=bias_view)
+
+    return gemm

@@ -29,7 +29,7 @@ from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
 from .kernels import KernelSpec, build, schedule_trace_kernel
 
 __all__ = ["matmul", "persistent_matmul", "streamk_matmul", "schedule_trace", "kernel_source", "make_spec",
-           "PASS_CONFIGS"]
+           "blockscaled_matmul", "blockscaled_spec", "default_blockscaled_schedule", "PASS_CONFIGS"]
 
 _WGMMA_INPUT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "tf32",
                 torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2", torch.int8: "s8"}
@@ -342,3 +342,109 @@ def schedule_trace(M, N, K, schedule, *, num_sms=None, device="cuda"):
     if not all(0 <= c <= max_items for c in counts):
         raise RuntimeError(f"schedule_trace: item counts {counts} outside [0, {max_items}]")
     return [[WorkItem(*item) for item in trace[p][:counts[p]]] for p in range(P)]
+
+
+_SCALE_BLOCK = 128
+
+
+def default_blockscaled_schedule(M: int) -> Schedule:
+    """64x128 tiles on one consumer warpgroup for M <= 64, else 128x128 on two (each
+    warpgroup promotes while the other's wgmma runs); block_k = the 128-deep scale block."""
+    if M <= 64:
+        return Schedule(block_m=64, block_n=128, block_k=_SCALE_BLOCK, num_stages=6).persistent()
+    return Schedule(block_m=128, block_n=128, block_k=_SCALE_BLOCK, num_stages=5, num_warpgroups=2).persistent()
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_blockscaled(spec):
+    import tilelang
+
+    from .kernels import blockscaled_gemm
+
+    return tilelang.compile(blockscaled_gemm(spec), target="cuda", pass_configs=PASS_CONFIGS)
+
+
+def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=None):
+    """The BlockScaledSpec of a problem (torch dtypes)."""
+    from .kernels import BlockScaledSpec
+
+    if not isinstance(schedule, Schedule):
+        raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
+    if schedule.block_k != _SCALE_BLOCK:
+        raise ValueError(f"schedule: block_k must be {_SCALE_BLOCK} (the scale block along K), got {schedule.block_k}")
+    if schedule.streamk_tiles or schedule.split_k > 1 or schedule.is_swap_ab or schedule.num_xcds > 1:
+        raise ValueError("schedule: the block-scaled kernel is persistent over whole tiles "
+                         "(no Stream-K, split-K, swap-AB or chiplet transform)")
+    return BlockScaledSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], _STORAGE[out_dtype], schedule, num_sms,
+                           None if bias_dtype is None else _STORAGE[bias_dtype])
+
+
+def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_dtype=None, bias=None,
+                       num_sms=None):
+    """DeepSeek-V3's block-scaled FP8 GEMM, same contract as tlgemm.triton.blockscaled_matmul:
+    a [M, K] and b [N, K] fp8, scale_a [M, K/128] and scale_b [N/128, K/128] float32 (any
+    strides; A's scales are copied K-block-major, [K/128, M], when not already so), K and N
+    multiples of 128, any M; out_dtype bf16 (default), fp16 or fp32; optional bias [N].
+
+    Not exported from ``tlgemm.tilelang`` yet, so ``tlgemm.scaled_mm`` keeps routing
+    block-wise scales to the Triton kernel until tests/tilelang/test_tilelang_blockscaled_gpu.py
+    has run on the GPU."""
+    for name, t in (("a", a), ("b", b)):
+        _check_tensor(name, t, 2)
+        if t.dtype not in _FP8:
+            raise TypeError(f"{name}: dtype must be one of {[str(d) for d in _FP8]}, got {t.dtype}")
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"a, b: K differs (b is [N, K]): a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    (M, K), N = a.shape, b.shape[0]
+    if K % _SCALE_BLOCK:
+        raise ValueError(f"a: K = {K} must be a multiple of {_SCALE_BLOCK} (the scale block along K)")
+    if N % _SCALE_BLOCK:
+        raise ValueError(f"b: N = {N} must be a multiple of {_SCALE_BLOCK} (the row block of scale_b)")
+    for name, t, expected in (("scale_a", scale_a, (M, K // _SCALE_BLOCK)),
+                              ("scale_b", scale_b, (N // _SCALE_BLOCK, K // _SCALE_BLOCK))):
+        _check_tensor(name, t, 2)
+        if t.dtype != torch.float32:
+            raise TypeError(f"{name}: dtype must be torch.float32, got {t.dtype}")
+        if tuple(t.shape) != expected:
+            raise ValueError(f"{name}: expected shape {expected}, got {tuple(t.shape)}")
+    device = a.device
+    if device.type != "cuda":
+        raise ValueError(f"a: on {device}; the TileLang kernels need CUDA tensors")
+    for name, t in (("b", b), ("scale_a", scale_a), ("scale_b", scale_b), ("out", out), ("bias", bias)):
+        if t is not None and t.device != device:
+            raise ValueError(f"{name}: on {t.device}, but a is on {device}; all tensors must share a device")
+    if out is not None:
+        _check_tensor("out", out, 2)
+        if tuple(out.shape) != (M, N):
+            raise ValueError(f"out: expected shape {(M, N)}, got {tuple(out.shape)}")
+        out_dtype = out.dtype
+    out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
+    if out_dtype not in _FLOAT_OUT:
+        raise TypeError(f"out_dtype: must be one of {[str(d) for d in _FLOAT_OUT]}, got {out_dtype}")
+    bias_vec = None if bias is None else _vector("bias", bias, (N,), _FLOAT_OUT, device)
+    schedule = default_blockscaled_schedule(M) if schedule is None else schedule
+    sms, smem_limit = _device_limits(device.index if device.index is not None else torch.cuda.current_device())
+    if schedule.num_sms is not None:
+        sms = schedule.num_sms
+    elif num_sms is not None:
+        sms = num_sms
+    spec = blockscaled_spec(a.dtype, b.dtype, out_dtype, schedule, sms,
+                            None if bias_vec is None else bias_vec.dtype)
+    ctx_bytes = shared_memory_bytes(make_spec(a.dtype, b.dtype, out_dtype, schedule, sms))
+    need = ctx_bytes + schedule.num_stages * (schedule.block_m + schedule.block_n) * 4
+    if need > smem_limit:
+        raise ValueError(f"schedule: needs {need} bytes of shared memory, the device allows {smem_limit}")
+    target = out if out is not None else torch.empty((M, N), dtype=out_dtype, device=device)
+    if M == 0:
+        return target
+    A = a if a.is_contiguous() and a.data_ptr() % _TMA_ALIGN == 0 else _k_major_copy(a, 0)
+    B = b if b.is_contiguous() and b.data_ptr() % _TMA_ALIGN == 0 else _k_major_copy(b, 0)
+    sa_t = scale_a.t().contiguous()
+    step = _TMA_ALIGN // target.element_size()
+    dense = target.is_contiguous() and N % step == 0 and target.data_ptr() % _TMA_ALIGN == 0
+    C = target if dense else torch.empty((M, N), dtype=out_dtype, device=device)
+    _compiled_blockscaled(spec)(A, B, C, sa_t, scale_b.contiguous(),
+                                bias_vec if bias_vec is not None else _placeholder(device))
+    if C is not target:
+        target.copy_(C)
+    return target

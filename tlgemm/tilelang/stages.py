@@ -30,7 +30,9 @@ from tlgemm.schedules import Schedule
 
 __all__ = [
     "STORAGE", "Tile", "InputView", "OutputView", "ScaleView", "BiasView", "GemmContext", "ScheduleContext",
+    "GroupScaleView", "BlockScaledContext",
     "make_input_view", "make_tensor_view", "make_output_view", "make_scale_view", "make_bias_view",
+    "make_group_scale_view",
     "chiplet_transform", "chiplet_transform_chunked",
 ]
 
@@ -360,3 +362,83 @@ class ScheduleContext:
         h = global_iter - self.full_tiles * self.iters_per_tile
         big = r * (q + 1)
         return T.if_then_else(h < big, h // (q + 1), r + (h - big) // T.max(q, 1))
+
+
+class GroupScaleView:
+    """DeepSeek-style block scales: A per (row, 128-deep K block) stored K-block-major
+    ([K/128, M], so one K block's scales of consecutive rows are contiguous) and B per
+    (128-row block, K block) ([N/128, K/128])."""
+
+    def __init__(self, a_scale_t, b_scale, M, N):
+        self.a_scale_t, self.b_scale, self.M, self.N = a_scale_t, b_scale, M, N
+
+    def a(self, kb, row):
+        return self.a_scale_t[kb, T.min(row, self.M - 1)]
+
+    def b(self, kb, col):
+        return self.b_scale[T.min(col, self.N - 1) // 128, kb]
+
+
+def make_group_scale_view(a_scale_t, b_scale, M, N) -> GroupScaleView:
+    return GroupScaleView(a_scale_t, b_scale, M, N)
+
+
+class BlockScaledContext(GemmContext):
+    """GemmContext for the block-scaled FP8 GEMM (DeepGEMM's method): each 128-deep K block
+    is multiplied by WGMMA into a temporary accumulator from zero, then promoted on the CUDA
+    cores, acc += tmp · scale_a[row] · scale_b[col]. The producer warp also stages the K
+    block's scales in shared memory (one row of ``bm`` A scales, ``bn`` B scales per ring
+    slot), published by the same ``full`` barrier arrival (mbarrier.arrive releases the
+    warp's prior shared-memory writes, PTX ISA 9.7.13.15.13)."""
+
+    def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, out_storage: str):
+        if schedule.block_k != 128:
+            raise ValueError(f"schedule: block_k must be 128 (the scale block along K), got {schedule.block_k}")
+        super().__init__(schedule, a_dtype, b_dtype, "f32", out_storage)
+
+    def allocate(self):
+        super().allocate()
+        S, em = self.num_stages, self.emitter
+        self.tmp = T.alloc_fragment((self.block_m, self.block_n), "float32")
+        self.a_scales = T.alloc_shared((S, self.block_m), "float32")
+        self.b_scales = T.alloc_shared((S, self.block_n), "float32")
+        T.annotate_layout({self.tmp: em.accum_layout()})
+
+    def reduce_axis_blockscaled(self, tensorA: InputView, tensorB: InputView, scales: GroupScaleView, tile: Tile,
+                                k_begin, k_end):
+        """acc = Σ_kb (A[tile rows, kb] · B[kb, tile cols]) · scale_a · scale_b."""
+        S, bm, bn, bk = self.num_stages, self.block_m, self.block_n, self.block_k
+        em, it = self.emitter, self.iteration
+        a_smem, b_smem, full, empty = self.a_smem, self.b_smem, self.full, self.empty
+        acc, tmp, a_scales, b_scales = self.acc, self.tmp, self.a_scales, self.b_scales
+        a_bytes, b_bytes, producer = self.a_bytes, self.b_bytes, self.consumer_threads
+
+        @T.macro
+        def _reduce(it):
+            if self.is_producer():
+                if T.get_thread_binding() < producer + PRODUCER_LANES:
+                    lane = T.get_thread_binding() - producer
+                    for k in T.serial(k_begin, k_end):
+                        T.mbarrier_wait_parity(empty[_slot(it, S)], _phase(it, S) ^ 1)
+                        tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)])
+                        tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)])
+                        for r in T.serial(bm // PRODUCER_LANES):
+                            a_scales[_slot(it, S), r * PRODUCER_LANES + lane] = scales.a(
+                                k, tile.m0 + r * PRODUCER_LANES + lane)
+                        for c in T.serial(bn // PRODUCER_LANES):
+                            b_scales[_slot(it, S), c * PRODUCER_LANES + lane] = scales.b(
+                                k, tile.n0 + c * PRODUCER_LANES + lane)
+                        T.mbarrier_arrive(full[_slot(it, S)])
+                        it += 1
+            else:
+                T.clear(acc)
+                for k in T.serial(k_begin, k_end):
+                    T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
+                    em.ss(a_smem, b_smem, tmp, clear_accum=True, wait=0,
+                          a_stage_offset=_slot(it, S) * a_bytes, b_stage_offset=_slot(it, S) * b_bytes)
+                    for i, j in T.Parallel(bm, bn):
+                        acc[i, j] = acc[i, j] + tmp[i, j] * a_scales[_slot(it, S), i] * b_scales[_slot(it, S), j]
+                    T.mbarrier_arrive(empty[_slot(it, S)])
+                    it += 1
+
+        return _reduce(it)

@@ -1,0 +1,48 @@
+"""GPU: the TileLang block-scaled FP8 GEMM against the float64 reference on dequantised
+inputs and against the Triton backend's kernel, random (non-unit) scales, outputs poisoned."""
+
+import pytest
+import torch
+
+import tlgemm.triton as TR
+from tlgemm.quantize import dequantize_fp8_blockwise
+from tlgemm.testing import assert_gemm_close, poisoned, random_operand, reference_gemm
+from tlgemm.tilelang.launch import blockscaled_matmul
+
+pytestmark = pytest.mark.gpu
+
+DEV = "cuda"
+FP8 = torch.float8_e4m3fn
+DEEPSEEK_NK = [(24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+
+
+def _scales(shape, generator):
+    return (torch.rand(shape, generator=generator) * 2 + 0.05).to(DEV)
+
+
+@pytest.mark.parametrize("N, K", DEEPSEEK_NK, ids=str)
+@pytest.mark.parametrize("M", [1, 65, 1000])
+def test_matches_reference_and_triton(generator, M, N, K):
+    a = random_operand((M, K), FP8, generator=generator, device=DEV)
+    b = random_operand((N, K), FP8, generator=generator, device=DEV)
+    sa, sb = _scales((M, K // 128), generator), _scales((N // 128, K // 128), generator)
+    out = poisoned((M, N), torch.bfloat16, DEV)
+    blockscaled_matmul(a, b, sa, sb, out=out)
+    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
+    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
+    assert_gemm_close(out, reference_gemm(a64, b64.T), FP8, what=f"{M}x{N}x{K} vs reference")
+    other = TR.blockscaled_matmul(a, b, sa, sb)
+    assert_gemm_close(out, other.double(), FP8, what=f"{M}x{N}x{K} vs Triton")
+
+
+def test_bias_and_fp32_output(generator):
+    M, N, K = 333, 512, 1024
+    a = random_operand((M, K), FP8, generator=generator, device=DEV)
+    b = random_operand((N, K), FP8, generator=generator, device=DEV)
+    sa, sb = _scales((M, K // 128), generator), _scales((N // 128, K // 128), generator)
+    bias = torch.randn(N, generator=generator).to(DEV)
+    out = poisoned((M, N), torch.float32, DEV)
+    blockscaled_matmul(a, b, sa, sb, out=out, bias=bias)
+    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
+    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
+    assert_gemm_close(out, reference_gemm(a64, b64.T, bias=bias), FP8)
