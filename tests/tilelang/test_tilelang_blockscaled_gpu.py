@@ -13,7 +13,7 @@ pytestmark = pytest.mark.gpu
 
 DEV = "cuda"
 FP8 = torch.float8_e4m3fn
-DEEPSEEK_NK = [(24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+DEEPSEEK_NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
 
 
 def _scales(shape, generator):
@@ -25,7 +25,7 @@ def _scales(shape, generator):
 def test_matches_reference_and_triton(generator, M, N, K):
     a = random_operand((M, K), FP8, generator=generator, device=DEV)
     b = random_operand((N, K), FP8, generator=generator, device=DEV)
-    sa, sb = _scales((M, K // 128), generator), _scales((N // 128, K // 128), generator)
+    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, sa, sb, out=out)
     a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
@@ -39,7 +39,7 @@ def test_bias_and_fp32_output(generator):
     M, N, K = 333, 512, 1024
     a = random_operand((M, K), FP8, generator=generator, device=DEV)
     b = random_operand((N, K), FP8, generator=generator, device=DEV)
-    sa, sb = _scales((M, K // 128), generator), _scales((N // 128, K // 128), generator)
+    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
     bias = torch.randn(N, generator=generator).to(DEV)
     out = poisoned((M, N), torch.float32, DEV)
     blockscaled_matmul(a, b, sa, sb, out=out, bias=bias)

@@ -106,12 +106,13 @@ def _blockscaled_reference(a, b, sa, sb, bias=None):
 
 
 @pytest.mark.parametrize("K", [128, 256, 384])
-@pytest.mark.parametrize("N", [128, 256])
+@pytest.mark.parametrize("N", [128, 200, 256])
 @pytest.mark.parametrize("M", [1, 37])
 def test_blockscaled_matches_reference(interp, generator, M, N, K):
+    """N = 200: a partial last row block of b with its own scale row (N = 2112 in DeepSeek-V3)."""
     a = random_operand((M, K), FP8, generator=generator)
     b = random_operand((N, K), FP8, generator=generator)
-    sa, sb = _scales((M, K // 128), generator), _scales((N // 128, K // 128), generator)
+    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
     out = poisoned((M, N), torch.bfloat16, "cpu")
     assert interp.triton.blockscaled_matmul(a, b, sa, sb, BLOCKSCALED, out=out) is out
     assert_gemm_close(out, _blockscaled_reference(a, b, sa, sb), FP8)
@@ -215,8 +216,8 @@ BLOCKSCALED_CASES = {
     "k_differs": (lambda: _replace(_bs(), 1, _fp8(128, 128)), {}, ValueError, r"a, b: K differs \(b is \[N, K\]\)"),
     "k_multiple": (lambda: (_fp8(8, 200), _fp8(128, 200), torch.rand(8, 1), torch.rand(1, 1)), {}, ValueError,
                    r"a: K = 200 must be a multiple of 128"),
-    "n_multiple": (lambda: (_fp8(8, 128), _fp8(100, 128), torch.rand(8, 1), torch.rand(1, 1)), {}, ValueError,
-                   r"b: N = 100 must be a multiple of 128"),
+    "scale_b_rows_ragged_n": (lambda: (_fp8(8, 128), _fp8(200, 128), torch.rand(8, 1), torch.rand(1, 1)), {},
+                              ValueError, r"scale_b: expected shape \(2, 1\), got \(1, 1\)"),
     "scale_a_dtype": (lambda: _replace(_bs(), 2, torch.rand(8, 2).half()), {}, TypeError,
                       r"scale_a: dtype must be torch\.float32"),
     "scale_a_shape": (lambda: _replace(_bs(), 2, torch.rand(8, 1)), {}, ValueError,

@@ -383,8 +383,8 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
                        num_sms=None):
     """DeepSeek-V3's block-scaled FP8 GEMM, same contract as tlgemm.triton.blockscaled_matmul:
     a [M, K] and b [N, K] fp8, scale_a [M, K/128] and scale_b [N/128, K/128] float32 (any
-    strides; A's scales are copied K-block-major, [K/128, M], when not already so), K and N
-    multiples of 128, any M; out_dtype bf16 (default), fp16 or fp32; optional bias [N].
+    strides; A's scales are copied K-block-major, [K/128, M], when not already so), K a
+    multiple of 128, any M and N (scale_b has ceil(N/128) rows, DeepGEMM's layout for N = 2112); out_dtype bf16 (default), fp16 or fp32; optional bias [N].
 
     Not exported from ``tlgemm.tilelang`` yet, so ``tlgemm.scaled_mm`` keeps routing
     block-wise scales to the Triton kernel until tests/tilelang/test_tilelang_blockscaled_gpu.py
@@ -398,10 +398,8 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
     (M, K), N = a.shape, b.shape[0]
     if K % _SCALE_BLOCK:
         raise ValueError(f"a: K = {K} must be a multiple of {_SCALE_BLOCK} (the scale block along K)")
-    if N % _SCALE_BLOCK:
-        raise ValueError(f"b: N = {N} must be a multiple of {_SCALE_BLOCK} (the row block of scale_b)")
     for name, t, expected in (("scale_a", scale_a, (M, K // _SCALE_BLOCK)),
-                              ("scale_b", scale_b, (N // _SCALE_BLOCK, K // _SCALE_BLOCK))):
+                              ("scale_b", scale_b, (-(-N // _SCALE_BLOCK), K // _SCALE_BLOCK))):
         _check_tensor(name, t, 2)
         if t.dtype != torch.float32:
             raise TypeError(f"{name}: dtype must be torch.float32, got {t.dtype}")

@@ -11,8 +11,8 @@ naming the argument):
 * scale_a: one value or M values (per row of A); scale_b: one value or N values (per column
   of B); both float32. bias: N float values, added to every row (torch.addmm).
 * Block-scaled FP8 (``blockscaled_matmul``/``blockscaled_bmm``): a [M, K] and b [N, K] fp8,
-  scale_a [M, K/128] and scale_b [N/128, K/128] float32 (a batch dimension in front for the
-  batched form); K and N multiples of 128; block_k = 128.
+  scale_a [M, K/128] and scale_b [ceil(N/128), K/128] float32 (a batch dimension in front for
+  the batched form); K a multiple of 128, any M and N; block_k = 128.
 * All tensors on one device: CUDA, or CPU while interpreting (TRITON_INTERPRET=1).
 * Any strides (a batch stride of 0 broadcasts), but every tensor spans fewer than 2**31
   elements (the kernels index in int32) and ``out`` must not overlap itself.
@@ -358,10 +358,8 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     batch = (a.shape[0],) if batched else ()
     if K % SCALE_BLOCK:
         raise ValueError(f"{na}: K = {K} must be a multiple of {SCALE_BLOCK} (the scale block along K)")
-    if N % SCALE_BLOCK:
-        raise ValueError(f"{nb}: N = {N} must be a multiple of {SCALE_BLOCK} (the row block of {nsb})")
     for name, t, expected in ((nsa, scale_a, (*batch, M, K // SCALE_BLOCK)),
-                              (nsb, scale_b, (*batch, N // SCALE_BLOCK, K // SCALE_BLOCK))):
+                              (nsb, scale_b, (*batch, -(-N // SCALE_BLOCK), K // SCALE_BLOCK))):
         _check_tensor(name, t, ndim)
         if t.dtype != torch.float32:
             raise TypeError(f"{name}: dtype must be torch.float32, got {t.dtype}")
@@ -406,8 +404,9 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
     """C[m, n] = Σ_kb (Σ_{k in kb} a[m, k] · b[n, k]) · scale_a[m, kb] · scale_b[n // 128, kb]
     (+ bias[n]), DeepSeek-V3's block-scaled FP8 GEMM: a [M, K] and b [N, K] fp8 (e4m3fn or
     e5m2; b is the weight as stored, torch._scaled_mm's second operand is b.t()), scale_a
-    [M, K/128] and scale_b
-    [N/128, K/128] float32, any strides; K and N multiples of 128, any M. Each 128-deep K block
+    [M, K/128] and scale_b [ceil(N/128), K/128] float32, any strides; K a multiple of 128, any
+    M and N (a partial last row block of b has its own scale row, DeepGEMM's layout for
+    N = 2112). Each 128-deep K block
     is accumulated in fp32 from zero and promoted with its two scales. out_dtype: bf16 (the
     default; ``out``'s dtype when given), fp16 or fp32. schedule: block_k = 128, None =
     ``default_blockscaled_schedule(M)``. Returns ``out`` [M, N]."""
@@ -417,7 +416,7 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
 
 def blockscaled_bmm(x, y, xs, ys, schedule=None, *, out=None, out_dtype=None, bias=None, num_sms=None):
     """The batched ``blockscaled_matmul`` (FlagGems' w8a8 block-FP8 bmm): x [B, M, K],
-    y [B, N, K] fp8, xs [B, M, K/128], ys [B, N/128, K/128] float32 (any strides) →
+    y [B, N, K] fp8, xs [B, M, K/128], ys [B, ceil(N/128), K/128] float32 (any strides) →
     z [B, M, N]; bias (length N) is shared by every batch. Returns ``out``."""
     return _blockscaled(("x", "y", "xs", "ys"), x, y, xs, ys, schedule, out, out_dtype, bias, num_sms, batched=True)
 
