@@ -7,7 +7,7 @@ import torch
 
 import tlgemm.tilelang as TL
 from tlgemm.schedules import Schedule, work
-from tlgemm.tilelang.launch import make_spec, shared_memory_bytes
+from tlgemm.tilelang.launch import shared_memory_bytes
 from tlgemm.testing import assert_gemm_close, poisoned, random_operand, reference_gemm
 
 pytestmark = pytest.mark.gpu
@@ -33,7 +33,7 @@ def _block_k(dtype, schedule, out_dtype=torch.bfloat16):
     """One 128-byte swizzle row of K per stage, and as many stages (<= the schedule's) as
     the H100's 227 KiB of shared memory holds."""
     s = Schedule(**{**schedule.__dict__, "block_k": 128 // dtype.itemsize})
-    while shared_memory_bytes(make_spec(dtype, dtype, out_dtype, s, 132)) > 232448:
+    while shared_memory_bytes(s, dtype, dtype, out_dtype) > 232448:
         s = s.stages(s.num_stages - 1)
     return s
 

@@ -87,7 +87,9 @@ def emitter_gemm(M: int, N: int, K: int, a_dtype: str, b_dtype: str, accum_dtype
     return gemm
 
 
-#: Pass configuration the emitter kernels compile with (see the module docstring).
+#: Pass configuration every tlgemm TileLang kernel compiles with: this one (see the module
+#: docstring) and the backend's, which synchronise their own warp-specialised pipeline with
+#: mbarriers (tlgemm.tilelang.stages), so TileLang's automatic one stays off.
 PASS_CONFIGS = {"tl.disable_warp_specialized": True}
 
 

@@ -24,8 +24,13 @@ import functools
 
 import torch
 
+from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
+from tlgemm._checks import FP8 as _FP8
+from tlgemm._checks import output_dtype, vector
+from tlgemm import schedules
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
 
+from .emitter_gemm import PASS_CONFIGS, lower_to_cuda
 from .kernels import KernelSpec, build, schedule_trace_kernel
 
 __all__ = ["matmul", "persistent_matmul", "streamk_matmul", "schedule_trace", "kernel_source", "make_spec",
@@ -34,16 +39,11 @@ __all__ = ["matmul", "persistent_matmul", "streamk_matmul", "schedule_trace", "k
 _WGMMA_INPUT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "tf32",
                 torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2", torch.int8: "s8"}
 _STORAGE = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.int32: "int32"}
-_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
-_FLOAT_OUT = (torch.float32, torch.float16, torch.bfloat16)
 _TMA_ALIGN = 16
 _INT32_INDEX = 2**31
 #: Grid bound of a non-persistent schedule: min(bound, tiles) = one program per tile.
 _ONE_PROGRAM_PER_TILE = 2**31 - 1
 
-#: The kernels synchronise their own warp-specialised pipeline (mbarriers in the stages), so
-#: TileLang's automatic warp specialisation and pipelining stay off.
-PASS_CONFIGS = {"tl.disable_warp_specialized": True}
 
 
 def _check_tensor(name, t, ndim):
@@ -53,31 +53,6 @@ def _check_tensor(name, t, ndim):
         raise ValueError(f"{name}: expected a {ndim}-D tensor, got shape {tuple(t.shape)}")
     if t.numel() >= _INT32_INDEX:
         raise ValueError(f"{name}: {t.numel()} elements; the TileLang kernels index in int32 (< 2**31)")
-
-
-def _out_dtype(a_dtype, out_dtype, epilogue):
-    if out_dtype is None:
-        out_dtype = torch.bfloat16 if a_dtype in _FP8 else torch.int32 if a_dtype == torch.int8 else a_dtype
-    if not isinstance(out_dtype, torch.dtype):
-        raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
-    allowed = _FLOAT_OUT + ((torch.int32,) if a_dtype == torch.int8 else ())
-    if out_dtype not in allowed:
-        raise TypeError(f"out_dtype: for {a_dtype} inputs must be one of {[str(d) for d in allowed]}, got {out_dtype}")
-    if out_dtype == torch.int32 and epilogue:
-        raise ValueError("out_dtype: int32 output takes no scale_a/scale_b/bias; choose a float out_dtype")
-    return out_dtype
-
-
-def _vector(name, v, lengths, dtypes, device):
-    if not isinstance(v, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor, got {type(v).__name__}")
-    if v.dtype not in dtypes:
-        raise TypeError(f"{name}: dtype must be one of {[str(d) for d in dtypes]}, got {v.dtype}")
-    if v.numel() not in lengths:
-        raise ValueError(f"{name}: expected {' or '.join(map(str, sorted(set(lengths))))} elements, got {v.numel()}")
-    if v.device != device:
-        raise ValueError(f"{name}: on {v.device}, but a is on {device}; all tensors must share a device")
-    return v.reshape(-1).contiguous()
 
 
 def _aligned(t, contiguous_extent):
@@ -138,13 +113,11 @@ def _placeholder(device) -> torch.Tensor:
     return torch.ones(1, dtype=torch.float32, device=device)
 
 
-@functools.lru_cache(maxsize=None)
-def shared_memory_bytes(spec: KernelSpec) -> int:
-    """Shared memory of a kernel: the operand ring, the output staging tile, the barriers."""
-    ctx = spec.context()
-    out_bytes = torch.empty((), dtype=getattr(torch, spec.out_storage)).element_size()
-    return (ctx.num_stages * (ctx.a_bytes + ctx.b_bytes) + ctx.block_m * ctx.block_n * out_bytes
-            + 16 * ctx.num_stages + 1024)
+def shared_memory_bytes(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
+    """Shared memory of a kernel (operand ring, output staging tile, barrier reserve):
+    tlgemm.schedules.shared_memory_bytes for these torch dtypes."""
+    return schedules.shared_memory_bytes(schedule, tuple(str(d).removeprefix("torch.")
+                                                         for d in (a_dtype, b_dtype, out_dtype)))
 
 
 def make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, *, a_major="K", b_major="K", scale_a=None,
@@ -198,16 +171,18 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
         if out_dtype is not None and out.dtype != out_dtype:
             raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
     epilogue = scale_a is not None or scale_b is not None or bias is not None
-    out_dtype = _out_dtype(a.dtype, out_dtype if out is None else out.dtype, epilogue)
+    out_dtype = output_dtype(a.dtype, out_dtype if out is None else out.dtype, epilogue)
     modes, vectors = [None, None], [None, None, None]
     if scale_a is not None or scale_b is not None:
         ones = _placeholder(device)
-        vectors[0] = _vector("scale_a", ones if scale_a is None else scale_a, (1, M), (torch.float32,), device)
-        vectors[1] = _vector("scale_b", ones if scale_b is None else scale_b, (1, N), (torch.float32,), device)
+        vectors[0] = vector("scale_a", ones if scale_a is None else scale_a, (1, M), (torch.float32,),
+                            device).contiguous()
+        vectors[1] = vector("scale_b", ones if scale_b is None else scale_b, (1, N), (torch.float32,),
+                            device).contiguous()
         modes = ["row" if vectors[0].numel() == M and M > 1 else "tensor",
                  "col" if vectors[1].numel() == N and N > 1 else "tensor"]
     if bias is not None:
-        vectors[2] = _vector("bias", bias, (N,), _FLOAT_OUT, device)
+        vectors[2] = vector("bias", bias, (N,), _FLOAT_OUT, device).contiguous()
     sms, smem_limit = _device_limits(device.index if device.index is not None else torch.cuda.current_device())
     if not schedule.is_persistent:
         sms = _ONE_PROGRAM_PER_TILE
@@ -233,7 +208,7 @@ def _launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
     A, B, a_major, b_major = _orient(a, b)
     spec = make_spec(a.dtype, b.dtype, out_dtype, schedule, sms, a_major=a_major, b_major=b_major,
                      scale_a=modes[0], scale_b=modes[1], bias_dtype=None if vectors[2] is None else vectors[2].dtype)
-    need = shared_memory_bytes(spec)
+    need = shared_memory_bytes(schedule, a.dtype, b.dtype, out_dtype)
     if need > smem_limit:
         raise ValueError(f"schedule: needs {need} bytes of shared memory (num_stages={schedule.num_stages}, "
                          f"{schedule.block_m}x{schedule.block_n}x{schedule.block_k}), the device allows {smem_limit}")
@@ -295,7 +270,7 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
     for name, dt in (("a_dtype", a_dtype), ("b_dtype", b_dtype)):
         if dt not in _WGMMA_INPUT:
             raise TypeError(f"{name}: must be one of {[str(d) for d in _WGMMA_INPUT]}, got {dt}")
-    out_dtype = _out_dtype(a_dtype, out_dtype, scale_a is not None or scale_b is not None or bias)
+    out_dtype = output_dtype(a_dtype, out_dtype, scale_a is not None or scale_b is not None or bias)
     if schedule.is_persistent and schedule.num_sms is not None:
         num_sms = schedule.num_sms
     spec = make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, a_major=a_major, b_major=b_major,
@@ -304,16 +279,6 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
     if emit == "tir":
         return func.script()
     return lower_to_cuda(func)
-
-
-def lower_to_cuda(func) -> str:
-    """CUDA source for sm_90a without a GPU (DESIGN.md, "Backends")."""
-    import tilelang
-    from tilelang import tvm
-
-    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
-    with tvm.transform.PassContext(opt_level=3, config=PASS_CONFIGS), target:
-        return tilelang.lower(func, target=target).kernel_source
 
 
 @functools.lru_cache(maxsize=None)
@@ -419,7 +384,7 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
     out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
     if out_dtype not in _FLOAT_OUT:
         raise TypeError(f"out_dtype: must be one of {[str(d) for d in _FLOAT_OUT]}, got {out_dtype}")
-    bias_vec = None if bias is None else _vector("bias", bias, (N,), _FLOAT_OUT, device)
+    bias_vec = None if bias is None else vector("bias", bias, (N,), _FLOAT_OUT, device).contiguous()
     schedule = default_blockscaled_schedule(M) if schedule is None else schedule
     sms, smem_limit = _device_limits(device.index if device.index is not None else torch.cuda.current_device())
     if schedule.num_sms is not None:
@@ -428,8 +393,8 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
         sms = num_sms
     spec = blockscaled_spec(a.dtype, b.dtype, out_dtype, schedule, sms,
                             None if bias_vec is None else bias_vec.dtype)
-    ctx_bytes = shared_memory_bytes(make_spec(a.dtype, b.dtype, out_dtype, schedule, sms))
-    need = ctx_bytes + schedule.num_stages * (schedule.block_m + schedule.block_n) * 4
+    need = (shared_memory_bytes(schedule, a.dtype, b.dtype, out_dtype)
+            + schedule.num_stages * (schedule.block_m + schedule.block_n) * 4)
     if need > smem_limit:
         raise ValueError(f"schedule: needs {need} bytes of shared memory, the device allows {smem_limit}")
     target = out if out is not None else torch.empty((M, N), dtype=out_dtype, device=device)

@@ -31,6 +31,9 @@ from types import SimpleNamespace
 import torch
 from triton.runtime.errors import OutOfResources
 
+from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
+from tlgemm._checks import FP8 as _FP8
+from tlgemm._checks import output_dtype, vector
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, resolve_num_sms
 
 from .kernels import (
@@ -49,9 +52,7 @@ __all__ = [
 ]
 
 _INTERPRETED = interpreting()
-_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 _INPUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int8) + _FP8
-_FLOAT_OUT = (torch.float32, torch.float16, torch.bfloat16)
 _INT32_INDEX = 2**31
 #: Scale block of the block-scaled FP8 GEMM (DeepSeek-V3 / DeepGEMM): A scales per row and
 #: 128 K-elements, B scales per 128 × 128 block.
@@ -133,30 +134,9 @@ def _check_no_overlap(name, t):
 
 def _vector(name, v, lengths, dtypes, device, first="a"):
     """(flat tensor, stride) of a scale/bias vector; stride 0 for a single value."""
-    if not isinstance(v, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor, got {type(v).__name__}")
-    if v.dtype not in dtypes:
-        raise TypeError(f"{name}: dtype must be one of {[str(d) for d in dtypes]}, got {v.dtype}")
-    if v.numel() not in lengths:
-        raise ValueError(f"{name}: expected {' or '.join(map(str, lengths))} elements, got {v.numel()}")
-    if v.device != device:
-        raise ValueError(f"{name}: on {v.device}, but {first} is on {device}; all tensors must share a device")
-    flat = v.reshape(-1)
+    flat = vector(name, v, lengths, dtypes, device, first)
     _check_tensor(name, flat)
     return flat, (flat.stride(0) if flat.numel() > 1 else 0)
-
-
-def _out_dtype(a_dtype, out_dtype, epilogue):
-    if out_dtype is None:
-        out_dtype = torch.bfloat16 if a_dtype in _FP8 else torch.int32 if a_dtype == torch.int8 else a_dtype
-    if not isinstance(out_dtype, torch.dtype):
-        raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
-    allowed = _FLOAT_OUT + ((torch.int32,) if a_dtype == torch.int8 else ())
-    if out_dtype not in allowed:
-        raise TypeError(f"out_dtype: for {a_dtype} inputs must be one of {[str(d) for d in allowed]}, got {out_dtype}")
-    if out_dtype == torch.int32 and epilogue:
-        raise ValueError("out_dtype: int32 output takes no scale_a/scale_b/bias; choose a float out_dtype")
-    return out_dtype
 
 
 def _check_schedule(schedule):
@@ -221,7 +201,7 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32,
         _check_out(out, shape, out_dtype, ndim)
     _check_device(device, (("b", b), ("out", out)))
     epilogue = scale_a is not None or scale_b is not None or bias is not None
-    out_dtype = _out_dtype(a.dtype, out_dtype if out is None else out.dtype, epilogue)
+    out_dtype = output_dtype(a.dtype, out_dtype if out is None else out.dtype, epilogue)
     if out is None:
         out = torch.empty(shape, dtype=out_dtype, device=device)
     scales = (None, None, 0, 0)
