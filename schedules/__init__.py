@@ -31,7 +31,7 @@ from .grid import (
     tile_coords,
 )
 from .schedule import BLOCK_K_SIZES, BLOCK_MN_SIZES, MAP_KINDS, RASTERS, Schedule
-from .selection import MODES, Candidate, Selection, select, shared_memory_bytes
+from .selection import MODES, Candidate, Selection, select, shared_memory_bytes, store_staging
 from .decompose import (
     StreamKPlan,
     WorkItem,
@@ -56,7 +56,7 @@ __all__ = [
     "WorkItem", "num_splits", "split_k_range", "resolve_num_sms", "num_programs", "logical_program",
     "StreamKPlan", "streamk_plan", "streamk_iter_range", "get_iter", "iter_owner", "fixup_owner",
     "tile_contributors", "work",
-    "select", "Selection", "Candidate", "MODES", "shared_memory_bytes",
+    "select", "Selection", "Candidate", "MODES", "shared_memory_bytes", "store_staging",
     "DTYPE_BYTES", "INPUT_DTYPES", "canonical_dtype", "gemm_dtypes",
     "AutotuneCache", "CacheWarning", "CACHE_FORMAT", "default_cache_dir", "shape_bucket",
 ]

@@ -9,7 +9,8 @@ The model, per SM and per clock, after an H100 SXM (only the ranking matters):
   critical = K-iterations of the busiest program:
              data-parallel  ⌈U / S⌉ · I                    (U tiles, S SMs: wave quantisation)
              split-K        ⌈U / S⌉ · ⌈I / splits⌉          (U = tiles · splits)
-             Stream-K       ⌈F / S⌉ · I + ⌈G / S⌉          (F whole tiles, G Stream-K iterations)
+             Stream-K       ⌈F / S⌉ · I + ⌈G / S⌉          (F whole tiles, G Stream-K iterations),
+                            its clocks × STREAMK_SLOWDOWN
   t_sm     = critical · cpi + per-tile overhead (pipeline fill, epilogue store) + the partial
              accumulator traffic and hand-off latency of split-K / Stream-K fix-ups.
   eff      = I·T / (S · critical): useful work over what S SMs could do in the busiest
@@ -37,7 +38,7 @@ from .dtypes import DTYPE_BYTES, gemm_dtypes
 from .grid import cdiv, num_k_iters, num_tiles
 from .schedule import Schedule
 
-__all__ = ["Candidate", "Selection", "select", "shared_memory_bytes", "MODES"]
+__all__ = ["Candidate", "Selection", "select", "shared_memory_bytes", "store_staging", "MODES"]
 
 CLOCK_GHZ = 1.83
 MMA_FLOPS_PER_CLK = {1: 8192, 2: 4096, 4: 2048}  # per SM, dense, by input element bytes
@@ -45,7 +46,10 @@ L2_BYTES_PER_CLK = 48  # operand feed per SM
 HBM_BYTES_PER_CLK = 1830  # whole chip, 3.35 TB/s
 TILE_OVERHEAD_CLK = 1000  # pipeline fill + epilogue latency, per tile or Stream-K segment
 SYNC_CLK = 1000  # flag / atomic hand-off latency of a split tile
+PARTIAL_BYTES_PER_CLK = 8  # fp32 partial tiles move in the accumulator's register layout (H200, measured)
+STREAMK_SLOWDOWN = 1.05  # Stream-K kernel per K-iteration: its fix-up code raises register pressure (H200, measured)
 SMEM_RESERVE_BYTES = 1024  # mbarriers and bookkeeping
+STORE_CHUNK_COLUMNS = 64  # output columns per TMA store of the epilogue
 MAX_STAGES = 6
 WGMMA_M = 64
 ACC_PER_WARPGROUP = 128 * 128  # fp32 accumulators a warpgroup holds (128 registers per thread)
@@ -56,13 +60,22 @@ BLOCK_N_CHOICES = (16, 32, 64, 128, 256)
 MODES = ("data-parallel", "split-K", "Stream-K")  # in order of preference at equal time
 
 
+def store_staging(block_n: int) -> tuple[int, int]:
+    """(columns per chunk, buffers) of the output staging area: the epilogue writes a tile in
+    chunks of min(block_n, STORE_CHUNK_COLUMNS) columns through up to two buffers (the TMA
+    store of one chunk overlaps the conversion of the next)."""
+    chunk = min(block_n, STORE_CHUNK_COLUMNS)
+    return chunk, min(2, block_n // chunk)
+
+
 def shared_memory_bytes(s: Schedule, dtypes: object) -> int:
     """Modelled shared memory of a schedule: num_stages · (block_m + block_n) · block_k ·
-    bytes(a) for the operand ring, + block_m · block_n · bytes(c) to stage the output tile for
-    the TMA store, + SMEM_RESERVE_BYTES for barriers."""
+    bytes(a) for the operand ring, + buffers · block_m · chunk · bytes(c) to stage the output
+    for the TMA store (``store_staging``), + SMEM_RESERVE_BYTES for barriers."""
     a, _, c = gemm_dtypes(dtypes)
     ring = s.num_stages * (s.block_m + s.block_n) * s.block_k * DTYPE_BYTES[a]
-    return ring + s.block_m * s.block_n * DTYPE_BYTES[c] + SMEM_RESERVE_BYTES
+    chunk, buffers = store_staging(s.block_n)
+    return ring + buffers * s.block_m * chunk * DTYPE_BYTES[c] + SMEM_RESERVE_BYTES
 
 
 @dataclass(frozen=True)
@@ -121,7 +134,7 @@ def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[s
     cpi = max(2 * bm * bn * bk / MMA_FLOPS_PER_CLK[in_bytes],
               (min(bm, rows) + min(bn, cols)) * bk * in_bytes / L2_BYTES_PER_CLK)
     tile_clk = TILE_OVERHEAD_CLK + bm * bn * out_bytes / L2_BYTES_PER_CLK
-    partial_clk = bm * bn * 4 / L2_BYTES_PER_CLK  # write or read one fp32 partial tile
+    partial_clk = bm * bn * 4 / PARTIAL_BYTES_PER_CLK  # write or read one fp32 partial tile
     if mode == "split-K":
         units = tiles * s.split_k
         per_unit = cdiv(iters, s.split_k)
@@ -134,7 +147,7 @@ def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[s
         critical = cdiv(full, num_sms) * iters + sk_iters
         segments = cdiv(sk_iters, iters) + 1
         partials = cdiv(iters, sk_iters) - 1  # other contributors an owner waits for
-        sm_clk = (critical * cpi + (cdiv(full, num_sms) + segments) * tile_clk
+        sm_clk = (critical * cpi * STREAMK_SLOWDOWN + (cdiv(full, num_sms) + segments) * tile_clk
                   + SYNC_CLK + (partials + 1) * partial_clk)
         busy = max(min(full, num_sms), min(s.streamk_tiles * iters, num_sms))
     else:
@@ -152,7 +165,9 @@ def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[s
 
 
 def _decompositions(base: Schedule, tiles: int, iters: int, num_sms: int) -> list[tuple[str, Schedule]]:
-    """Data-parallel always; split-K / Stream-K where the last wave is partial."""
+    """Data-parallel always; split-K / Stream-K where the last wave is partial (Stream-K over
+    the partial wave only: on the H200, also splitting one whole wave ("two-tile" Stream-K)
+    lost 5-20% to data-parallel at 8192³ and 4096x7168x16384, session-3 measurements)."""
     options = [("data-parallel", base.persistent(num_sms))]
     if tiles < num_sms:
         for splits in range(2, min(iters, MAX_SPLIT_K, cdiv(2 * num_sms, tiles)) + 1):
@@ -160,7 +175,6 @@ def _decompositions(base: Schedule, tiles: int, iters: int, num_sms: int) -> lis
         options.append(("Stream-K", base.persistent(num_sms).streamk(tiles)))
     elif tiles % num_sms:
         options.append(("Stream-K", base.persistent(num_sms).streamk(tiles % num_sms)))
-        options.append(("Stream-K", base.persistent(num_sms).streamk(tiles % num_sms + num_sms)))
     return options
 
 
@@ -217,8 +231,7 @@ def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int
         notes.append(f"tile shapes giving {min(few_tiles)}..{max(few_tiles)} tiles for {num_sms} SMs: "
                      "split-K and Stream-K over all tiles considered")
     if ragged:
-        notes.append(f"tile shapes with a partial last wave ({len(ragged)}): Stream-K over the remainder "
-                     "(and remainder + one wave) considered")
+        notes.append(f"tile shapes with a partial last wave ({len(ragged)}): Stream-K over the remainder considered")
     scored.sort(key=lambda c: (round(c.time_us, 6), round(c.sm_us, 6), MODES.index(c.mode), round(c.edge_waste, 9),
                                -c.schedule.block_m * c.schedule.block_n, c.schedule.is_swap_ab))
     if not explain:

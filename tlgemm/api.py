@@ -30,7 +30,8 @@ Backend  "auto": TileLang on sm_90 (Hopper) when tlgemm.tilelang has the kernel,
          elsewhere (other NVIDIA GPUs, AMD through ROCm); explain() says which and why.
 Schedule None: the autotune cache (tlgemm.autotune) entry for this GPU, backend, dtypes and
          shape bucket, else tlgemm.schedules.select's best candidate that the backends run
-         (no split-K, no swap-AB; bmm: no Stream-K). bmm selects for the [B·M, N, K] problem.
+         (no split-K; swap-AB in TileLang's matmul only; bmm: no Stream-K). bmm selects for
+         the [B·M, N, K] problem.
 Caches   the resolved backend, schedule and kernel are kept per (op, shape bucket, N, K,
          dtypes, device, backend, schedule): a repeated call selects nothing, reads no cache
          file and validates no dtype again; it checks shapes, devices and strides, allocates
@@ -313,9 +314,12 @@ def _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32) -> tuple[str
     return hard, soft
 
 
-def _runs(op: str, s: Schedule) -> bool:
-    """Whether the backends' launchers take this schedule (no split-K, no swap-AB; bmm: no Stream-K)."""
-    return s.split_k == 1 and not s.is_swap_ab and not (op == "bmm" and s.streamk_tiles)
+def runs_schedule(backend: str, op: str, s: Schedule) -> bool:
+    """Whether ``backend``'s launcher for ``op`` takes this schedule: no split-K; swap-AB only
+    in the TileLang backend's matmul (not bmm); bmm: no Stream-K."""
+    if s.split_k > 1 or (op == "bmm" and s.streamk_tiles):
+        return False
+    return not s.is_swap_ab or (backend == "tilelang" and op != "bmm")
 
 
 def _dtype_key(a_dtype, b_dtype, out_dtype, tf32: bool) -> tuple[str, str, str]:
@@ -338,16 +342,17 @@ def _choose_schedule(op, backend, M, N, K, dtypes, target, schedule, info, use_c
     use_cache = use_cache and not target.analysis and target.vendor != "interpreter" and op != "bmm"
     if use_cache:
         hit = AutotuneCache().get(target.name, backend, dtypes, M, N, K)
-        if hit is not None and _runs(op, hit):
+        if hit is not None and runs_schedule(backend, op, hit):
             info["schedule"] = f"autotune cache entry for {target.name}, {backend}, {dtypes}, shape bucket of M={M}"
             return hit, ()
     bucket = shape_bucket(M, N, K)[0]
     selection = select(bucket, N, K, dtypes, target.num_sms, target.smem_bytes, explain=True)
-    runnable = list(dict.fromkeys(c.schedule for c in selection.candidates if _runs(op, c.schedule)))
+    runnable = list(dict.fromkeys(c.schedule for c in selection.candidates if runs_schedule(backend, op, c.schedule)))
     if not runnable:
         raise ValueError(f"schedule: select() offers no candidate the {backend} backend runs for M={M}, N={N}, K={K}")
     rank = next(i for i, c in enumerate(selection.candidates) if c.schedule == runnable[0])
-    skipped = f"; {rank} better-modelled candidates use split-K, swap-AB or (bmm) Stream-K" if rank else ""
+    skipped = (f"; {rank} better-modelled candidates use what the {backend} backend does not run "
+               "(split-K; swap-AB outside TileLang's matmul; Stream-K in bmm)") if rank else ""
     no_cache = "no autotune cache entry" if use_cache else "autotune cache not consulted"
     rows = f"the [B·M, N, K] problem, M bucket {bucket}" if op == "bmm" else f"M bucket {bucket}"
     info["schedule"] = (f"tlgemm.schedules.select ({no_cache}; {rows}){skipped}; should the backend reject it at "
@@ -873,7 +878,8 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
             info: dict = {}
             plan = _make_plan("matmul", M, N, K, dtype, dtype, out_dtype, device, backend, None, tf32,
                               target=target, info=info, use_cache=False)
-            pool = [c.schedule for c in info["selection"].candidates if _runs("matmul", c.schedule)]
+            pool = [c.schedule for c in info["selection"].candidates
+                    if runs_schedule(plan.backend, "matmul", c.schedule)]
             jobs.append((M, N, K, dtype, tf32, plan, list(dict.fromkeys(pool))[:candidates]))
     bar = _Progress(sum(len(job[-1]) for job in jobs), progress)
     results = []

@@ -43,6 +43,7 @@ import triton
 import triton.language as tl
 
 import tlgemm
+from tlgemm.api import runs_schedule
 from tlgemm.schedules import Schedule, select
 from tlgemm.quantize import dequantize_fp8_blockwise, quantize_fp8_blockwise
 from tlgemm.testing import assert_gemm_close, reference_gemm
@@ -501,8 +502,9 @@ class Tlgemm(Impl):
     """tlgemm.<backend>.matmul with the schedule tlgemm.schedules.select chooses; the block-
     scaled kind calls tlgemm.<backend>.blockscaled_matmul with its default schedule.
 
-    A schedule the backend rejects before launching (ValueError / NotImplementedError) gives way
-    to select()'s next candidate; a rejected swap-AB schedule is first retried as an operand
+    Candidates the backend does not run (``tlgemm.api.runs_schedule``: split-K) are passed
+    over; a schedule the backend rejects before launching (ValueError / NotImplementedError)
+    gives way to select()'s next candidate; a rejected swap-AB schedule is first retried as an operand
     swap: Cᵀ[N, M] = W · Aᵀ written row-major (C column-major), what a swap-AB kernel stores
     and what the T.gemm baseline does for the same schedule."""
 
@@ -527,7 +529,10 @@ class Tlgemm(Impl):
             return self._build_blockscaled(dt, inp)
         scaled = dt.in_bytes == 1
         rejected = []
-        for schedule in _unique(c.schedule for c in top_schedule(case, dev, explain=True).candidates):
+        candidates = top_schedule(case, dev, explain=True).candidates
+        # a swap-AB schedule the backend does not take still runs as an operand swap (below)
+        for schedule in _unique(c.schedule for c in candidates
+                                if runs_schedule(self.backend, "matmul", c.schedule.swap_ab(False))):
             if len(rejected) >= self.MAX_CANDIDATES:
                 break
             for swapped in ((False, True) if schedule.is_swap_ab else (False,)):

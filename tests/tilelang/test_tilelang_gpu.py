@@ -16,6 +16,8 @@ DEV = "cuda"
 ONE_WG = Schedule(block_m=128, block_n=128, block_k=64, num_stages=4).persistent()
 TWO_WG = Schedule(block_m=128, block_n=256, block_k=64, num_stages=3, num_warpgroups=2).persistent()
 STREAMK = Schedule(block_m=128, block_n=128, block_k=64, num_stages=4).persistent().streamk(40)
+STREAMK_2WG = Schedule(block_m=128, block_n=256, block_k=64, num_stages=4, num_warpgroups=2).persistent().streamk(40)
+SWAP_AB = Schedule(block_m=128, block_n=32, block_k=64, num_stages=6).persistent().swap_ab()
 # name: (a dtype, b dtype, out dtype, tolerance dtype)
 DTYPES = {
     "fp16": (torch.float16, torch.float16, torch.float16, torch.float16),
@@ -95,6 +97,44 @@ def test_epilogues(generator, dtype, epilogue):
     out = poisoned((M, N), torch.bfloat16, DEV)
     TL.matmul(a, b, s, out=out, **kw)
     check(out, reference_gemm(a, b, **kw), torch.bfloat16 if tol == torch.int8 else tol, epilogue)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "e4m3", "tf32"])
+@pytest.mark.parametrize("shape", [(1000, 3000, 1500), (2304, 1024, 4096), (77, 512, 9000)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_streamk_two_warpgroups_deep_ring(generator, shape, dtype):
+    """The select() default shape (128x256, two consumer warpgroups, four stages) under Stream-K:
+    owners add partials in the chunked epilogue."""
+    M, N, K = shape
+    a_dtype, b_dtype, out_dtype, tol = DTYPES[dtype]
+    s = _block_k(a_dtype, STREAMK_2WG, out_dtype)
+    a = _operand(M, K, a_dtype, generator, False)
+    b = _operand(K, N, b_dtype, generator, True)
+    scale = dict(scale_a=torch.rand(M, generator=generator).to(DEV) + 0.5,
+                 bias=torch.randn(N, generator=generator).to(DEV, torch.bfloat16)) if dtype == "e4m3" else {}
+    out = poisoned((M, N), out_dtype, DEV)
+    TL.matmul(a, b, s, out=out, **scale)
+    check(out, reference_gemm(a, b, **scale), tol, f"{dtype} {shape}")
+    for _ in range(4):
+        assert torch.equal(TL.matmul(a, b, s, out_dtype=out_dtype, **scale), out)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "e4m3"])
+@pytest.mark.parametrize("M", [1, 7, 64])
+@pytest.mark.parametrize("out_layout", ["row", "column"])
+def test_swap_ab(generator, M, dtype, out_layout):
+    """Cᵀ = Bᵀ·Aᵀ with the plain kernel: scales trade places, the bias runs along Cᵀ's rows."""
+    N, K = 1000, 520
+    a_dtype, b_dtype, _, tol = DTYPES[dtype]
+    s = _block_k(a_dtype, SWAP_AB)
+    a = _operand(M, K, a_dtype, generator, False)
+    b = _operand(K, N, b_dtype, generator, True)
+    kw = dict(scale_a=torch.rand(M, generator=generator).to(DEV) + 0.5,
+              scale_b=torch.rand(N, generator=generator).to(DEV) + 0.5,
+              bias=torch.randn(N, generator=generator).to(DEV, torch.bfloat16))
+    out = poisoned((M, N), torch.bfloat16, DEV) if out_layout == "row" else poisoned((N, M), torch.bfloat16, DEV).T
+    TL.matmul(a, b, s, out=out, **kw)
+    check(out, reference_gemm(a, b, **kw), tol, f"swap-AB {dtype} M={M} out {out_layout}-major")
 
 
 def test_streamk_is_reproducible(generator):

@@ -41,7 +41,12 @@ def test_structure(lowered):
     assert "mma.sync" not in src and "mma_sync" not in src
     assert src.count("tl::tma_load(") >= 2 and "tl::tma_store(" in src
     assert re.search(r"\.expect_transaction\(", src) and re.search(r"\]\.wait\(", src)
-    assert f"init({schedule.num_warpgroups * 128})" in src, "empty barriers count every consumer thread"
+    assert f"init({schedule.num_warpgroups})" in src, "empty barriers count one arrival per consumer warpgroup"
+    first_of_warpgroup = "% 128) == 0) {" if schedule.num_warpgroups > 1 else "(((int)threadIdx.x) == 0) {"
+    assert first_of_warpgroup in src, "the first thread of each warpgroup releases a slot"
+    store = src.index("tl::tma_store(")
+    assert "tl::tma_store_wait<1, true>()" in src[:store], "a chunk's store waits only for the one before the last"
+    assert "tl::tma_store_wait<0, true>()" in src[store:], "the last store is drained before exit"
     assert "warpgroup_reg_dealloc<40>" in src and "warpgroup_reg_alloc<232>" in src
     instantiations = set(re.findall(r"wgmma_ss<tl::DataType::([^>]*)>", src))
     assert instantiations and all(i.startswith(WGMMA[name]) for i in instantiations), instantiations
@@ -71,8 +76,11 @@ def test_errors():
 def test_schedule_rules():
     with pytest.raises(ValueError, match="split_k"):
         kernel_source(64, 64, 64, torch.bfloat16, torch.bfloat16, None, Schedule().splitk(2))
-    with pytest.raises(ValueError, match="is_swap_ab"):
-        kernel_source(64, 64, 64, torch.bfloat16, torch.bfloat16, None, Schedule().swap_ab())
+
+
+def test_swap_ab_runs_the_plain_kernel_on_the_swapped_problem():
+    swapped = kernel_source(64, 64, 64, torch.bfloat16, torch.bfloat16, None, Schedule().swap_ab())
+    assert swapped == kernel_source(64, 64, 64, torch.bfloat16, torch.bfloat16, None, Schedule())
 
 
 def test_blockscaled_kernel_lowers():

@@ -37,7 +37,8 @@ class KernelSpec:
 
     a_dtype/b_dtype: WGMMA input names (f16, bf16, tf32, e4m3, e5m2, s8); accum_dtype f32/s32;
     out_storage: TileLang dtype of C; a_major/b_major "K"/"MN"; scale_a None/"tensor"/"row";
-    scale_b None/"tensor"/"col"; bias_storage None or the bias' TileLang dtype; num_sms: the
+    scale_b None/"tensor"/"col"; bias_storage None or the bias' TileLang dtype; bias_per_row:
+    the bias has one value per row of C (length M) instead of per column; num_sms: the
     persistent grid bound (the device's SM count).
     """
 
@@ -52,6 +53,7 @@ class KernelSpec:
     scale_a: str | None = None
     scale_b: str | None = None
     bias_storage: str | None = None
+    bias_per_row: bool = False
 
     @property
     def has_scale(self) -> bool:
@@ -72,7 +74,7 @@ def _epilogue_shapes(spec: KernelSpec, M, N):
     """Shapes of scale_a, scale_b and bias; an unused vector is declared with one element."""
     sa = (M,) if spec.scale_a == "row" else (1,)
     sb = (N,) if spec.scale_b == "col" else (1,)
-    bias = (N,) if spec.bias_storage is not None else (1,)
+    bias = ((M,) if spec.bias_per_row else (N,)) if spec.bias_storage is not None else (1,)
     return sa, sb, bias
 
 
@@ -82,7 +84,8 @@ def _views(spec, A, B, C, A_scale, B_scale, bias, M, N):
     tensorC = make_output_view(C, M, N)
     scale = (make_scale_view(A_scale, B_scale, M, N, spec.scale_a == "row", spec.scale_b == "col")
              if spec.has_scale else None)
-    bias_view = make_bias_view(bias, N) if spec.bias_storage is not None else None
+    bias_view = (make_bias_view(bias, M if spec.bias_per_row else N, spec.bias_per_row)
+                 if spec.bias_storage is not None else None)
     return tensorA, tensorB, tensorC, scale, bias_view
 
 
@@ -106,9 +109,10 @@ def persistent_gemm(spec: KernelSpec):
             sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
             start, _, step = sched.persistent_tile_range()
             for t in T.serial(sched.num_local_tiles()):
-                tile = sched.get_tile_from_idx(start + t * step)
+                tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
                 ctx.reduce_axis(tensorA, tensorB, tile, 0, sched.iters_per_tile)
                 tensorC.store(ctx, tile, scale=scale, bias=bias_view)
+            tensorC.drain(ctx)
 
     return gemm
 
@@ -146,7 +150,7 @@ def streamk_gemm(spec: KernelSpec):
             lpid = sched.pid
             start, _, step = sched.persistent_tile_range(sched.full_tiles)
             for t in T.serial(sched.num_local_tiles(sched.full_tiles)):
-                tile = sched.get_tile_from_idx(start + t * step)
+                tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
                 ctx.reduce_axis(tensorA, tensorB, tile, 0, iters)
                 tensorC.store(ctx, tile, scale=scale, bias=bias_view)
             begin, end = sched.iter_range()
@@ -155,8 +159,9 @@ def streamk_gemm(spec: KernelSpec):
                 if g < end:
                     tile_id, k = sched.get_iter(g)
                     seg_end = T.min(end, (tile_id + 1) * iters)
-                    tile = sched.get_tile_from_idx(tile_id)
+                    tile = ctx.bind_tile(sched.get_tile_from_idx(tile_id))
                     ctx.reduce_axis(tensorA, tensorB, tile, k, k + seg_end - g)
+                    last = sched.iter_owner((tile_id + 1) * iters - 1)
                     if not ctx.is_producer():
                         if k != 0:
                             T.copy(ctx.acc, partials[lpid, :, :])
@@ -164,16 +169,15 @@ def streamk_gemm(spec: KernelSpec):
                             if T.get_thread_binding() == 0:
                                 T.atomic_store(flags[lpid], 1, memory_order="release")
                         else:
-                            for c in T.serial(lpid + 1, sched.iter_owner((tile_id + 1) * iters - 1) + 1):
-                                if T.get_thread_binding() == 0:
+                            if T.get_thread_binding() == 0:
+                                for c in T.serial(lpid + 1, last + 1):
                                     while T.atomic_load(flags[c], memory_order="acquire") == 0:
                                         T.evaluate(0)
-                                T.sync_threads(CONSUMER_BARRIER, consumers)
-                                for i, j in T.Parallel(bm, bn):
-                                    ctx.acc[i, j] = ctx.acc[i, j] + partials[c, i, j]
+                            T.sync_threads(CONSUMER_BARRIER, consumers)
                     if k == 0:
-                        tensorC.store(ctx, tile, scale=scale, bias=bias_view)
+                        tensorC.store(ctx, tile, scale=scale, bias=bias_view, partials=(partials, lpid + 1, last + 1))
                     g = seg_end
+            tensorC.drain(ctx)
 
     return gemm
 
@@ -264,8 +268,9 @@ def blockscaled_gemm(spec: BlockScaledSpec):
             sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
             start, _, step = sched.persistent_tile_range()
             for t in T.serial(sched.num_local_tiles()):
-                tile = sched.get_tile_from_idx(start + t * step)
+                tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
                 ctx.reduce_axis_blockscaled(tensorA, tensorB, scales, tile, 0, sched.iters_per_tile)
                 tensorC.store(ctx, tile, bias=bias_view)
+            tensorC.drain(ctx)
 
     return gemm

@@ -16,6 +16,12 @@ one copy, documented here and by ``explain``):
   computed into a padded buffer and copied into ``out``. ``out`` that is not a dense
   row-major [M, N] is likewise written through one temporary.
 
+A swap-AB schedule (``is_swap_ab``, chosen by tlgemm.schedules.select for small M) runs the
+plain kernel on the swapped problem Cᵀ[N, M] = Bᵀ · Aᵀ, so the small M becomes WGMMA's N
+and the 64-row instruction side is N: scale_a and scale_b trade places and the bias is added
+per row of Cᵀ. Cᵀ is written straight into ``out.T`` when ``out`` is column-major, else into
+a temporary that is copied once into ``out`` (M·N elements: small when swap-AB pays).
+
 Compiled kernels are cached in memory per ``KernelSpec`` and on disk by TileLang's cache, so
 only the first call of a spec compiles; M, N and K are run-time values.
 """
@@ -121,21 +127,21 @@ def shared_memory_bytes(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
 
 
 def make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, *, a_major="K", b_major="K", scale_a=None,
-              scale_b=None, bias_dtype=None) -> KernelSpec:
+              scale_b=None, bias_dtype=None, bias_per_row=False) -> KernelSpec:
     """The KernelSpec of a problem (torch dtypes; scale_a None/"tensor"/"row", scale_b
-    None/"tensor"/"col")."""
+    None/"tensor"/"col"). A swap-AB schedule is launched as its plain form on the swapped
+    problem (see ``matmul``), so the spec is that of ``schedule.swap_ab(False)``."""
     if not isinstance(schedule, Schedule):
         raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
     if schedule.split_k > 1:
         raise ValueError("schedule: split_k > 1 is not implemented by the TileLang backend (use streamk_tiles)")
-    if schedule.is_swap_ab:
-        raise ValueError("schedule: is_swap_ab is not implemented by the TileLang backend (pass b.T, a.T instead)")
+    schedule = schedule.swap_ab(False)
     if schedule.num_xcds != 1:
         raise ValueError("schedule: num_xcds > 1 is the AMD chiplet transform; the TileLang backend targets Hopper")
     accum = "s32" if a_dtype == torch.int8 else "f32"
     return KernelSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], accum, _STORAGE[out_dtype],
                       schedule, num_sms, a_major, b_major, scale_a, scale_b,
-                      None if bias_dtype is None else _STORAGE[bias_dtype])
+                      None if bias_dtype is None else _STORAGE[bias_dtype], bias_per_row and bias_dtype is not None)
 
 
 @functools.lru_cache(maxsize=None)
@@ -205,16 +211,24 @@ def _launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
         if vectors[2] is not None:
             value += vectors[2].float()
         return target.copy_(value)
+    swap = schedule.is_swap_ab
+    if swap:
+        a, b, M, N = b.t(), a.t(), N, M
+        modes = [{"col": "row"}.get(modes[1], modes[1]), {"row": "col"}.get(modes[0], modes[0])]
+        vectors = [vectors[1], vectors[0], vectors[2]]
+        schedule = schedule.swap_ab(False)
     A, B, a_major, b_major = _orient(a, b)
     spec = make_spec(a.dtype, b.dtype, out_dtype, schedule, sms, a_major=a_major, b_major=b_major,
-                     scale_a=modes[0], scale_b=modes[1], bias_dtype=None if vectors[2] is None else vectors[2].dtype)
+                     scale_a=modes[0], scale_b=modes[1], bias_dtype=None if vectors[2] is None else vectors[2].dtype,
+                     bias_per_row=swap)
     need = shared_memory_bytes(schedule, a.dtype, b.dtype, out_dtype)
     if need > smem_limit:
         raise ValueError(f"schedule: needs {need} bytes of shared memory (num_stages={schedule.num_stages}, "
                          f"{schedule.block_m}x{schedule.block_n}x{schedule.block_k}), the device allows {smem_limit}")
     step = _TMA_ALIGN // target.element_size()
-    dense = target.is_contiguous() and N % step == 0 and target.data_ptr() % _TMA_ALIGN == 0
-    C = target if dense else torch.empty((M, N + (-N) % step), dtype=out_dtype, device=device)
+    view = target.t() if swap else target  # the kernel writes C of its own problem, row-major
+    dense = view.is_contiguous() and N % step == 0 and view.data_ptr() % _TMA_ALIGN == 0
+    C = view if dense else torch.empty((M, N + (-N) % step), dtype=out_dtype, device=device)
     placeholder = _placeholder(device)
     sa = vectors[0] if vectors[0] is not None else placeholder
     sb = vectors[1] if vectors[1] is not None else placeholder
@@ -227,8 +241,8 @@ def _launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
         kernel(A, B, C, sa, sb, bv, partials, flags)
     else:
         kernel(A, B, C, sa, sb, bv)
-    if C is not target:
-        target.copy_(C[:, :N])
+    if C is not view:
+        view.copy_(C[:, :N])
     return target
 
 
@@ -312,12 +326,24 @@ def schedule_trace(M, N, K, schedule, *, num_sms=None, device="cuda"):
 _SCALE_BLOCK = 128
 
 
-def default_blockscaled_schedule(M: int) -> Schedule:
+def _blockscaled_smem(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
+    """The GEMM's shared memory plus the ring's staged scales (one float32 per tile row and column)."""
+    return (shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype)
+            + schedule.num_stages * (schedule.block_m + schedule.block_n) * 4)
+
+
+def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: int = 232448) -> Schedule:
     """64x128 tiles on one consumer warpgroup for M <= 64, else 128x128 on two (each
-    warpgroup promotes while the other's wgmma runs); block_k = the 128-deep scale block."""
+    warpgroup promotes while the other's wgmma runs); block_k = the 128-deep scale block;
+    as many stages (at most 6 or 5) as ``smem_limit`` (sm_90: 227 KiB) holds with this output."""
     if M <= 64:
-        return Schedule(block_m=64, block_n=128, block_k=_SCALE_BLOCK, num_stages=6).persistent()
-    return Schedule(block_m=128, block_n=128, block_k=_SCALE_BLOCK, num_stages=5, num_warpgroups=2).persistent()
+        s = Schedule(block_m=64, block_n=128, block_k=_SCALE_BLOCK, num_stages=6).persistent()
+    else:
+        s = Schedule(block_m=128, block_n=128, block_k=_SCALE_BLOCK, num_stages=5, num_warpgroups=2).persistent()
+    fp8 = torch.float8_e4m3fn
+    while s.num_stages > 2 and _blockscaled_smem(s, fp8, fp8, out_dtype) > smem_limit:
+        s = s.stages(s.num_stages - 1)
+    return s
 
 
 @functools.lru_cache(maxsize=None)
@@ -385,16 +411,15 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
     if out_dtype not in _FLOAT_OUT:
         raise TypeError(f"out_dtype: must be one of {[str(d) for d in _FLOAT_OUT]}, got {out_dtype}")
     bias_vec = None if bias is None else vector("bias", bias, (N,), _FLOAT_OUT, device).contiguous()
-    schedule = default_blockscaled_schedule(M) if schedule is None else schedule
     sms, smem_limit = _device_limits(device.index if device.index is not None else torch.cuda.current_device())
+    schedule = default_blockscaled_schedule(M, out_dtype, smem_limit) if schedule is None else schedule
     if schedule.num_sms is not None:
         sms = schedule.num_sms
     elif num_sms is not None:
         sms = num_sms
     spec = blockscaled_spec(a.dtype, b.dtype, out_dtype, schedule, sms,
                             None if bias_vec is None else bias_vec.dtype)
-    need = (shared_memory_bytes(schedule, a.dtype, b.dtype, out_dtype)
-            + schedule.num_stages * (schedule.block_m + schedule.block_n) * 4)
+    need = _blockscaled_smem(schedule, a.dtype, b.dtype, out_dtype)
     if need > smem_limit:
         raise ValueError(f"schedule: needs {need} bytes of shared memory, the device allows {smem_limit}")
     target = out if out is not None else torch.empty((M, N), dtype=out_dtype, device=device)

@@ -10,8 +10,10 @@ proven against (``tlgemm.macros.operands``); the consumers issue WGMMA through
 * ``full[s]`` (arrival count 32, the producer warp): the elected lane's ``expect_tx`` plus the
   bytes the TMA engine delivers complete it (PTX ISA 9.7.13.15, "mbarrier" with transaction
   counts);
-* ``empty[s]`` (arrival count 128·W): every consumer thread arrives once the wgmma batch
-  that read the slot has retired (``wgmma.wait_group``, PTX ISA 9.7.15.5.2).
+* ``empty[s]`` (arrival count W): the first thread of each consumer warpgroup arrives once
+  the wgmma batch that read the slot has retired. wgmma is warpgroup-collective, so one
+  thread's ``wgmma.wait_group`` returning means its warpgroup's batch no longer reads the
+  slot (PTX ISA 9.7.15.5.2).
 
 The consumers leave one wgmma batch in flight (``wait(1)``) and release the slot of the
 previous K-iteration, so the tensor cores never wait for the issue of the next batch.
@@ -26,7 +28,7 @@ import tilelang.language as T
 
 from tlgemm.macros.emitter import WGMMAEmitter
 from tlgemm.macros.operands import Major
-from tlgemm.schedules import Schedule
+from tlgemm.schedules import Schedule, store_staging
 
 __all__ = [
     "STORAGE", "Tile", "InputView", "OutputView", "ScaleView", "BiasView", "GemmContext", "ScheduleContext",
@@ -125,39 +127,92 @@ class ScaleView:
 
 
 class BiasView:
-    """A bias of length N added to every row (torch.addmm's [N] broadcast)."""
+    """A bias added along the rows of C: length N, one value per column (torch.addmm's [N]
+    broadcast), or with ``per_row`` length M, one value per row (what a swap-AB launch, which
+    computes Cᵀ, needs for the same bias)."""
 
-    def __init__(self, bias, N):
-        self.bias, self.N = bias, N
+    def __init__(self, bias, extent, per_row: bool = False):
+        self.bias, self.extent, self.per_row = bias, extent, per_row
 
-    def value(self, col, dtype: str):
-        return T.Cast(dtype, self.bias[T.min(col, self.N - 1)])
+    def value(self, row, col, dtype: str):
+        index = row if self.per_row else col
+        return T.Cast(dtype, self.bias[T.min(index, self.extent - 1)])
 
 
 class OutputView:
     """C [M, N] (row-major). ``store`` applies scale → bias → convert, stages the tile in
-    shared memory and writes it with a TMA store (clipped at the edges of C)."""
+    shared memory and writes it with a TMA store (clipped at the edges of C).
+
+    The store is left in flight: the next ``store`` first waits until the previous one has
+    read the staging tile (``cp.async.bulk.wait_group.read``, PTX ISA 9.7.9.25.6.3), so the
+    write-out overlaps the next tile's K loop; ``drain`` waits at the end of the kernel.
+    The thread that issues the bulk store is the one that waits for it (bulk async-groups
+    are per thread): both are the consumers' elected thread.
+    """
 
     def __init__(self, buffer, M, N):
         self.buffer, self.M, self.N = buffer, M, N
 
-    def store(self, ctx, tile: Tile, scale: ScaleView | None = None, bias: BiasView | None = None):
-        acc, c_smem, buf = ctx.acc, ctx.c_smem, self.buffer
-        bm, bn, accum = ctx.block_m, ctx.block_n, ctx.accum_storage
+    def store(self, ctx, tile: Tile, scale: ScaleView | None = None, bias: BiasView | None = None,
+              partials=None):
+        """Write the tile: value → scale → bias → convert, chunk by chunk.
+
+        The value is the accumulator, plus with ``partials = (workspace, first, stop)`` the
+        published partial tiles workspace[first], ..., workspace[stop - 1] in that order (the
+        Stream-K fix-up).
+        The accumulator is only read: ptxas serialises every wgmma of a kernel in which
+        non-wgmma instructions define accumulator registers (its warning C7515), so the
+        epilogue works on a chunk-sized copy.
+        """
+        acc, c_smem, buf, out = ctx.acc, ctx.c_smem, self.buffer, ctx.out_chunk
+        bm, bn, accum, consumers = ctx.block_m, ctx.block_n, ctx.accum_storage, ctx.consumer_threads
+        chunk, buffers, total = ctx.store_chunk, ctx.store_buffers, ctx.sum_chunk
+
+        def finish(value, i, j):
+            if scale is not None:
+                value = value * scale.factor(tile.m0 + i, tile.n0 + j)
+            if bias is not None:
+                value = value + bias.value(tile.m0 + i, tile.n0 + j, accum)
+            return value
 
         @T.macro
         def _store():
             if not ctx.is_producer():
-                if scale is not None:
-                    for i, j in T.Parallel(bm, bn):
-                        acc[i, j] = acc[i, j] * scale.factor(tile.m0 + i, tile.n0 + j)
-                if bias is not None:
-                    for i, j in T.Parallel(bm, bn):
-                        acc[i, j] = acc[i, j] + bias.value(tile.n0 + j, accum)
-                T.copy(acc, c_smem)
-                T.copy(c_smem, buf[tile.m0:tile.m0 + bm, tile.n0:tile.n0 + bn])
+                for c in T.unroll(bn // chunk):
+                    if partials is None:
+                        for i, j in T.Parallel(bm, chunk):
+                            out[i, j] = finish(acc[i, c * chunk + j], i, c * chunk + j)
+                    else:
+                        workspace, first, stop = partials
+                        for i, j in T.Parallel(bm, chunk):
+                            total[i, j] = acc[i, c * chunk + j]
+                        for p in T.serial(first, stop):
+                            for i, j in T.Parallel(bm, chunk):
+                                total[i, j] = total[i, j] + workspace[p, i, c * chunk + j]
+                        for i, j in T.Parallel(bm, chunk):
+                            out[i, j] = finish(total[i, j], i, c * chunk + j)
+                    if T.shuffle_elect(consumers):
+                        T.tma_store_wait(buffers - 1)
+                    T.sync_threads(CONSUMER_BARRIER, consumers)
+                    T.copy(out, c_smem[c % buffers, :, :])
+                    T.fence_proxy_async()
+                    T.sync_threads(CONSUMER_BARRIER, consumers)
+                    T.tma_copy(c_smem[c % buffers, :, :],
+                               buf[tile.m0:tile.m0 + bm, tile.n0 + c * chunk:tile.n0 + (c + 1) * chunk])
 
         return _store()
+
+    def drain(self, ctx):
+        """Wait for the last store to finish reading shared memory (before the CTA exits)."""
+        consumers = ctx.consumer_threads
+
+        @T.macro
+        def _drain():
+            if not ctx.is_producer():
+                if T.shuffle_elect(consumers):
+                    T.tma_store_wait(0)
+
+        return _drain()
 
 
 def make_input_view(buffer, operand: str, major) -> InputView:
@@ -177,8 +232,8 @@ def make_scale_view(a_scale, b_scale, M, N, per_row: bool, per_col: bool) -> Sca
     return ScaleView(a_scale, b_scale, M, N, per_row, per_col)
 
 
-def make_bias_view(bias, N) -> BiasView:
-    return BiasView(bias, N)
+def make_bias_view(bias, extent, per_row: bool = False) -> BiasView:
+    return BiasView(bias, extent, per_row)
 
 
 def chiplet_transform(pid, num_workgroups, num_xcds: int):
@@ -203,6 +258,10 @@ class GemmContext:
     [k_begin, k_end) of a tile — the producer loads, the consumers multiply.
     """
 
+    #: Threads per consumer warpgroup that arrive on ``empty`` to release a slot: one (wgmma,
+    #: the only reader of the slot, has retired for the whole warpgroup).
+    release_arrivals = 1
+
     def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, accum_dtype: str, out_storage: str,
                  *, a_major="K", b_major="K"):
         if not isinstance(schedule, Schedule):
@@ -225,23 +284,56 @@ class GemmContext:
         self.a_tile = em.a_params.smem_shape
         self.b_tile = em.b_params.smem_shape
         self.a_bytes, self.b_bytes = em.a_params.tile_bytes, em.b_params.tile_bytes
+        self.store_chunk, self.store_buffers = store_staging(schedule.block_n)
 
     def allocate(self):
         """Buffers, barriers and register budgets; call first inside ``T.Kernel``."""
         S, em = self.num_stages, self.emitter
         self.a_smem = T.alloc_shared((S, *self.a_tile), self.a_storage)
         self.b_smem = T.alloc_shared((S, *self.b_tile), self.b_storage)
-        self.c_smem = T.alloc_shared((self.block_m, self.block_n), self.out_storage)
+        self.c_smem = T.alloc_shared((self.store_buffers, self.block_m, self.store_chunk), self.out_storage)
+        self.out_chunk = T.alloc_fragment((self.block_m, self.store_chunk), self.out_storage)
+        self.sum_chunk = T.alloc_fragment((self.block_m, self.store_chunk), self.accum_storage)
         self.acc = T.alloc_fragment((self.block_m, self.block_n), self.accum_storage)
         self.full = T.alloc_barrier([PRODUCER_LANES] * S)
-        self.empty = T.alloc_barrier([self.consumer_threads] * S)
+        self.empty = T.alloc_barrier([em.num_warpgroups * self.release_arrivals] * S)
         self.iteration = T.alloc_var("int32", init=0)
+        self.tile_m = T.alloc_var("int32", init=0)
+        self.tile_n = T.alloc_var("int32", init=0)
         T.annotate_layout({self.a_smem: em.a_shared_layout.expand([S]), self.b_smem: em.b_shared_layout.expand([S]),
                            self.acc: em.accum_layout()})
         self._set_registers()
 
     def is_producer(self):
         return T.get_thread_binding() >= self.consumer_threads
+
+    def bind_tile(self, tile: Tile) -> Tile:
+        """``tile`` with its coordinates evaluated once into two registers: the K loop then
+        reads them per TMA issue instead of re-deriving the raster's integer divisions (the
+        producer runs on few registers)."""
+
+        @T.macro
+        def _bind(tile_m, tile_n):
+            tile_m = tile.pid_m
+            tile_n = tile.pid_n
+
+        _bind(self.tile_m, self.tile_n)
+        return Tile(self.tile_m[0], self.tile_n[0], tile.block_m, tile.block_n)
+
+    def release(self, slot):
+        """Consumer side: hand ring slot ``slot`` back to the producer (``release_arrivals``
+        threads of each warpgroup arrive)."""
+        empty, one_per_warpgroup = self.empty, self.release_arrivals == 1
+
+        @T.macro
+        def _release():
+            if one_per_warpgroup:
+                if T.get_thread_binding() % 128 == 0:
+                    T.mbarrier_arrive(empty[slot])
+            else:
+                T.mbarrier_arrive(empty[slot])
+
+        return _release()
 
     def _set_registers(self):
         consumer = CONSUMER_REGISTERS[self.emitter.num_warpgroups]
@@ -278,10 +370,10 @@ class GemmContext:
                     em.ss(a_smem, b_smem, acc, clear_accum=k == k_begin, wait=1,
                           a_stage_offset=_slot(it, S) * a_bytes, b_stage_offset=_slot(it, S) * b_bytes)
                     if k > k_begin:
-                        T.mbarrier_arrive(empty[_slot(it + S - 1, S)])
+                        self.release(_slot(it + S - 1, S))
                     it += 1
                 em.wait(0)
-                T.mbarrier_arrive(empty[_slot(it + S - 1, S)])
+                self.release(_slot(it + S - 1, S))
 
         return _reduce(it)
 
@@ -389,7 +481,10 @@ class BlockScaledContext(GemmContext):
     cores, acc += tmp · scale_a[row] · scale_b[col]. The producer warp also stages the K
     block's scales in shared memory (one row of ``bm`` A scales, ``bn`` B scales per ring
     slot), published by the same ``full`` barrier arrival (mbarrier.arrive releases the
-    warp's prior shared-memory writes, PTX ISA 9.7.13.15.13)."""
+    warp's prior shared-memory writes, PTX ISA 9.7.13.15.13). Every consumer thread reads
+    the slot's scales, so every one arrives on ``empty`` after its promotion."""
+
+    release_arrivals = 128
 
     def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, out_storage: str):
         if schedule.block_k != 128:
@@ -438,7 +533,7 @@ class BlockScaledContext(GemmContext):
                           a_stage_offset=_slot(it, S) * a_bytes, b_stage_offset=_slot(it, S) * b_bytes)
                     for i, j in T.Parallel(bm, bn):
                         acc[i, j] = acc[i, j] + tmp[i, j] * a_scales[_slot(it, S), i] * b_scales[_slot(it, S), j]
-                    T.mbarrier_arrive(empty[_slot(it, S)])
+                    self.release(_slot(it, S))
                     it += 1
 
         return _reduce(it)
