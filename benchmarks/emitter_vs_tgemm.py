@@ -1,4 +1,10 @@
-"""The emitter GEMM vs TileLang's T.gemm (same tile, stages, threads) vs cuBLAS, in one run.
+"""The emitter GEMMs vs TileLang's T.gemm (same tile, stages, threads) vs cuBLAS, in one run.
+
+Two kernels built on tlgemm.macros.WGMMAEmitter: "emitter" is the minimal GEMM of
+tlgemm.tilelang.emitter_gemm (TileLang's pipeline of copies, wait(0) each K step);
+"emitter_ws" is tlgemm.tilelang's persistent kernel (a TMA producer warpgroup, mbarrier
+ring, one wgmma batch left in flight) with the same tile and stages, and "emitter_ws4" the
+same with four stages (its default). T.gemm: T.Pipelined + T.gemm with that tile and stages.
 
 Usage: python benchmarks/emitter_vs_tgemm.py --out benchmarks/results/emitter_vs_tgemm.json
 Timings: triton.testing.do_bench (median), random data; every kernel is checked against
@@ -14,6 +20,8 @@ import tilelang.language as T
 import torch
 from triton.testing import do_bench
 
+from tlgemm.schedules import Schedule
+from tlgemm.tilelang import persistent_matmul
 from tlgemm.tilelang.emitter_gemm import compile_kernel, emitter_gemm
 from tlgemm.testing import relative_error
 
@@ -69,7 +77,16 @@ def main():
             em = compile_kernel(emitter_gemm(M, N, K, dtype, dtype, "f32", "bfloat16", block_m=bm, block_n=bn,
                                              block_k=bk, warpgroups_m=wgm, num_stages=stages))
             tg = tgemm(M, N, K, dtype, bm, bn, bk, stages, 128 * wgm)
-            for name, kern in (("emitter", em), ("tgemm", tg)):
+            kw = {} if dtype == "bf16" else {"out_dtype": torch.bfloat16}
+
+            def warp_specialised(num_stages):
+                s = Schedule(block_m=bm, block_n=bn, block_k=bk, num_stages=num_stages,
+                             num_warpgroups=wgm).persistent()
+                return lambda a_, b_, c_: persistent_matmul(a_, b_.t(), s, out=c_, **kw)
+
+            kernels = (("emitter", em), ("tgemm", tg), ("emitter_ws", warp_specialised(stages)),
+                       ("emitter_ws4", warp_specialised(4)))
+            for name, kern in kernels:
                 c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
                 kern(a, b, c)
                 err = relative_error(c.float(), ref.float())
@@ -85,12 +102,15 @@ def main():
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
     print(f"\n{gpu}")
-    print(f"{'dtype':6} {'size':>6} {'cuBLAS':>8} {'T.gemm':>8} {'emitter':>8} {'em/cuBLAS':>9} {'em/T.gemm':>9}")
+    print(f"{'dtype':6} {'size':>6} {'cuBLAS':>8} {'T.gemm':>8} {'emitter':>8} {'ws':>8} {'ws4':>8} "
+          f"{'ws/T.gemm':>9} {'ws4/T.gemm':>10} {'ws4/cuBLAS':>10}")
+    fmt = lambda v: f"{v:8.1f}" if v else "   wrong"  # noqa: E731
+    div = lambda x, y: x / y if x and y else 0  # noqa: E731
     for r in rows:
         em, tg, cb = r.get("emitter_tflops"), r.get("tgemm_tflops"), r["cublas_tflops"]
-        fmt = lambda v: f"{v:8.1f}" if v else "   wrong"  # noqa: E731
-        print(f"{r['dtype']:6} {r['M']:>6} {fmt(cb)} {fmt(tg)} {fmt(em)} "
-              f"{(em / cb if em else 0):9.3f} {(em / tg if em and tg else 0):9.3f}")
+        ws, ws4 = r.get("emitter_ws_tflops"), r.get("emitter_ws4_tflops")
+        print(f"{r['dtype']:6} {r['M']:>6} {fmt(cb)} {fmt(tg)} {fmt(em)} {fmt(ws)} {fmt(ws4)} "
+              f"{div(ws, tg):9.3f} {div(ws4, tg):10.3f} {div(ws4, cb):10.3f}")
 
 
 if __name__ == "__main__":

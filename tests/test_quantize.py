@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from tlgemm.quantize import dequantize_fp8_blockwise, quantize_fp8_blockwise
+from tlgemm.quantize import _expand, dequantize_fp8_blockwise, quantize_fp8_blockwise
 
 FORMATS = {
     torch.float8_e4m3fn: dict(max=448.0, rel=2.0**-4, sub=2.0**-10),
@@ -131,4 +131,25 @@ def test_cuda_matches_cpu(generator):
         q, scales = quantize_fp8_blockwise(x.cuda(), block)
         qc, sc = quantize_fp8_blockwise(x, block)
         assert q.is_cuda and scales.is_cuda
-        assert torch.equal(q.cpu().view(torch.uint8), qc.view(torch.uint8)) and torch.equal(scales.cpu(), sc)
+        assert torch.equal(scales.cpu(), sc), f"block {block}: scales differ between CUDA and CPU"
+        _assert_same_fp8(q.cpu(), qc, x, sc, block)
+
+
+def _assert_same_fp8(q_cuda, q_cpu, x, scales, block):
+    """The two devices' fp8 values agree except, at most, by one fp8 step where the quotient
+    x / scale lies on a rounding boundary to float32 precision (the two casts may round such a
+    quotient differently); any other difference fails, and the mismatches are described."""
+    a, b = q_cuda.float(), q_cpu.float()
+    differ = a != b
+    if not bool(differ.any()):
+        return
+    quotient = (x.float() / _expand(scales, *block, *x.shape[-2:]))[differ]
+    lo, hi = torch.minimum(a[differ], b[differ]), torch.maximum(a[differ], b[differ])
+    midpoint = (lo + hi) / 2
+    on_boundary = (quotient - midpoint).abs() <= midpoint.abs() * 2.0 ** -20
+    steps = (q_cuda.view(torch.uint8).int() - q_cpu.view(torch.uint8).int())[differ].abs()
+    on_boundary &= steps == 1
+    detail = (f"block {block}: {int(differ.sum())} of {differ.numel()} fp8 values differ; first quotients "
+              f"{quotient[:4].tolist()}, CUDA {a[differ][:4].tolist()}, CPU {b[differ][:4].tolist()}")
+    assert bool(on_boundary.all()), detail
+    assert int(differ.sum()) <= differ.numel() // 1000, detail

@@ -81,7 +81,12 @@ def test_blockscaled_schedules_bias_and_outputs(generator, name, out_dtype):
     sa, sb = _scales((M, K // 128), generator), _scales((N // 128, K // 128), generator)
     bias = torch.randn(N, generator=generator).to(DEV, torch.bfloat16)
     out = poisoned((M, N), out_dtype, DEV)
-    T.blockscaled_matmul(a, b, sa, sb, SCHEDULES[name], out=out, bias=bias)
+    schedule = SCHEDULES[name]
+    if out_dtype == torch.float32 and schedule.block_m * schedule.block_n >= 128 * 256:
+        # Triton converts the fp32 tile's layout for the store through shared memory (128 KiB
+        # here); with three operand stages that is 278528 bytes, over the 232448 an SM has.
+        schedule = schedule.stages(2)
+    T.blockscaled_matmul(a, b, sa, sb, schedule, out=out, bias=bias)
     _check_blockscaled(out, a, b, sa, sb, generator, bias=bias, what=f"M={M}")
 
 

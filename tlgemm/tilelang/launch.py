@@ -61,37 +61,48 @@ def _check_tensor(name, t, ndim):
         raise ValueError(f"{name}: {t.numel()} elements; the TileLang kernels index in int32 (< 2**31)")
 
 
-def _aligned(t, contiguous_extent):
-    return t.data_ptr() % _TMA_ALIGN == 0 and (contiguous_extent * t.element_size()) % _TMA_ALIGN == 0
+@functools.lru_cache(maxsize=4096)
+def _orientation(M, K, N, a_stride, b_stride, a_based, b_based, size):
+    """(how A is read, how B is read, K padding) per the module's copy rule, from the
+    operands' strides and base alignment: "K" / "MN" read as they are, "copy" = one K-major
+    copy. Cached: a repeated call pays one dictionary lookup."""
+    sixteen_bit = size == 2
+    pad = (-K) % (_TMA_ALIGN // size)
+
+    def pitch_ok(extent):
+        return (extent * size) % _TMA_ALIGN == 0
+
+    if a_stride[1] == 1 and (a_stride[0] == K or M == 1) and a_based and pitch_ok(K):
+        a_how = "K"
+    elif sixteen_bit and a_stride[0] == 1 and (a_stride[1] == M or K == 1) and a_based and pitch_ok(M):
+        a_how = "MN"
+    else:
+        a_how = "copy"
+    if b_stride[0] == 1 and (b_stride[1] == K or N == 1) and b_based and pitch_ok(K):
+        b_how = "K"
+    elif sixteen_bit and b_stride[1] == 1 and (b_stride[0] == N or K == 1) and b_based and pitch_ok(N):
+        b_how = "MN"
+    else:
+        b_how = "copy"
+    return a_how, b_how, pad
 
 
 def _orient(a, b):
     """(A as stored, B as stored, a_major, b_major) per the module's copy rule; K may be padded."""
-    sixteen_bit = a.element_size() == 2
-    M, K = a.shape
-    N = b.shape[1]
-    step = _TMA_ALIGN // a.element_size()
-    pad = (-K) % step
-    if a.stride(1) == 1 and (a.stride(0) == K or M == 1) and _aligned(a, K):
-        A, a_major = a, "K"
-    elif sixteen_bit and a.stride(0) == 1 and (a.stride(1) == M or K == 1) and _aligned(a, M):
-        A, a_major = a.t(), "MN"
-    else:
-        A, a_major = _k_major_copy(a, pad), "K"
-    if b.stride(0) == 1 and (b.stride(1) == K or N == 1) and _aligned(b, K):
-        B, b_major = b.t(), "K"
-    elif sixteen_bit and b.stride(1) == 1 and (b.stride(0) == N or K == 1) and _aligned(b, N):
-        B, b_major = b, "MN"
-    else:
-        B, b_major = _k_major_copy(b.t(), pad), "K"
+    (M, K), N = a.shape, b.shape[1]
+    a_how, b_how, pad = _orientation(M, K, N, a.stride(), b.stride(), a.data_ptr() % _TMA_ALIGN == 0,
+                                     b.data_ptr() % _TMA_ALIGN == 0, a.element_size())
+    A = a if a_how == "K" else a.t() if a_how == "MN" else _k_major_copy(a, pad)
+    B = b.t() if b_how == "K" else b if b_how == "MN" else _k_major_copy(b.t(), pad)
+    a_major, b_major = ("MN" if a_how == "MN" else "K"), ("MN" if b_how == "MN" else "K")
     if pad and "K" in (a_major, b_major):
-        if A.shape[-1] == K and a_major == "K":
+        if a_how == "K":
             A = _k_major_copy(A, pad)
-        if a_major == "MN":
+        elif a_how == "MN":
             A = torch.nn.functional.pad(A, (0, 0, 0, pad))
-        if B.shape[-1] == K and b_major == "K":
+        if b_how == "K":
             B = _k_major_copy(B, pad)
-        if b_major == "MN":
+        elif b_how == "MN":
             B = torch.nn.functional.pad(B, (0, 0, 0, pad))
     return A, B, a_major, b_major
 
@@ -149,6 +160,25 @@ def _compiled(spec: KernelSpec):
     import tilelang
 
     return tilelang.compile(build(spec), target="cuda", pass_configs=PASS_CONFIGS)
+
+
+@functools.lru_cache(maxsize=256)
+def _unswapped(schedule: Schedule) -> Schedule:
+    return schedule.swap_ab(False)
+
+
+@functools.lru_cache(maxsize=1024)
+def _kernel_for(a_dtype, b_dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, scale_a, scale_b,
+                bias_dtype, bias_per_row):
+    """The compiled kernel of a launch (``schedule`` without swap-AB), after the shared-memory
+    check; cached on the launch's constants so a repeated call builds no KernelSpec."""
+    need = shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype)
+    if need > smem_limit:
+        raise ValueError(f"schedule: needs {need} bytes of shared memory (num_stages={schedule.num_stages}, "
+                         f"{schedule.block_m}x{schedule.block_n}x{schedule.block_k}), the device allows {smem_limit}")
+    spec = make_spec(a_dtype, b_dtype, out_dtype, schedule, sms, a_major=a_major, b_major=b_major, scale_a=scale_a,
+                     scale_b=scale_b, bias_dtype=bias_dtype, bias_per_row=bias_per_row)
+    return _compiled(spec)
 
 
 def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
@@ -216,15 +246,10 @@ def _launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
         a, b, M, N = b.t(), a.t(), N, M
         modes = [{"col": "row"}.get(modes[1], modes[1]), {"row": "col"}.get(modes[0], modes[0])]
         vectors = [vectors[1], vectors[0], vectors[2]]
-        schedule = schedule.swap_ab(False)
+        schedule = _unswapped(schedule)
     A, B, a_major, b_major = _orient(a, b)
-    spec = make_spec(a.dtype, b.dtype, out_dtype, schedule, sms, a_major=a_major, b_major=b_major,
-                     scale_a=modes[0], scale_b=modes[1], bias_dtype=None if vectors[2] is None else vectors[2].dtype,
-                     bias_per_row=swap)
-    need = shared_memory_bytes(schedule, a.dtype, b.dtype, out_dtype)
-    if need > smem_limit:
-        raise ValueError(f"schedule: needs {need} bytes of shared memory (num_stages={schedule.num_stages}, "
-                         f"{schedule.block_m}x{schedule.block_n}x{schedule.block_k}), the device allows {smem_limit}")
+    kernel = _kernel_for(a.dtype, b.dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, modes[0], modes[1],
+                         None if vectors[2] is None else vectors[2].dtype, swap and vectors[2] is not None)
     step = _TMA_ALIGN // target.element_size()
     view = target.t() if swap else target  # the kernel writes C of its own problem, row-major
     dense = view.is_contiguous() and N % step == 0 and view.data_ptr() % _TMA_ALIGN == 0
@@ -233,7 +258,6 @@ def _launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
     sa = vectors[0] if vectors[0] is not None else placeholder
     sb = vectors[1] if vectors[1] is not None else placeholder
     bv = vectors[2] if vectors[2] is not None else placeholder
-    kernel = _compiled(spec)
     if schedule.streamk_tiles:
         partials = torch.empty((sms, schedule.block_m, schedule.block_n),
                                dtype=torch.int32 if a.dtype == torch.int8 else torch.float32, device=device)
