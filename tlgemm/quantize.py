@@ -70,7 +70,9 @@ def quantize_fp8_blockwise(x: torch.Tensor, block=(1, 128), dtype: torch.dtype =
     rows, cols = x.shape[-2:]
     fp8_max = torch.finfo(dtype).max
     amax = _blocks(x.to(torch.float32), br, bc).abs().amax(dim=(-3, -1))
-    scales = amax / fp8_max
+    # A tensor divisor: CUDA divides by a Python scalar as a multiplication by its reciprocal,
+    # which rounds differently from the CPU's division; elementwise division is IEEE on both.
+    scales = amax / torch.full_like(amax, fp8_max)
     scales = torch.where(scales > 0, scales, torch.ones_like(scales))
     scaled = x.to(torch.float32) / _expand(scales, br, bc, rows, cols)
     return scaled.clamp(-fp8_max, fp8_max).to(dtype), scales
