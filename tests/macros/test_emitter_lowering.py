@@ -69,12 +69,15 @@ def test_ss_lowering_has_the_predicted_wgmma_stream(a, b, acc, a_major, b_major)
         assert init in src, f"{init} not in source"
 
 
-def test_rs_lowering():
-    func = emitter_gemm(128, 256, 128, "bf16", "bf16", "f32", "float32", block_m=64, block_n=256,
-                        block_k=64, a_source="register", num_stages=2)
+@pytest.mark.parametrize("block_m, warpgroups_m", [(64, 1), (128, 2), (256, 2)])
+def test_rs_lowering(block_m, warpgroups_m):
+    """RS atoms, one warpgroup or two along M (each reads its own rows of A from registers)."""
+    func = emitter_gemm(256, 256, 128, "bf16", "bf16", "f32", "float32", block_m=block_m, block_n=256 // warpgroups_m,
+                        block_k=64, a_source="register", warpgroups_m=warpgroups_m, num_stages=2)
     src = lower_to_cuda(func)
     calls = [c for c in WGMMA.findall(src) if c[0] == "rs"]
-    assert calls and all(int(c[5]) == 256 for c in calls)
+    atoms = block_m // (64 * warpgroups_m) * (64 // 16)  # m64 instructions per warpgroup x k16 atoms per block_k
+    assert calls and len(calls) % atoms == 0 and all(int(c[5]) == 256 // warpgroups_m for c in calls)
     assert "mma.sync" not in src
 
 

@@ -90,7 +90,9 @@ def _views(spec, A, B, C, A_scale, B_scale, bias, M, N):
 
 
 def persistent_gemm(spec: KernelSpec):
-    """C = epilogue(A · B); program p runs whole tiles p, p + P, ... (P = min(SMs, tiles))."""
+    """C = epilogue(A · B); program p runs whole tiles p, p + P, ... (P = min(SMs, tiles)).
+    The producer warpgroup and the consumers walk the tiles in separate branches, so each
+    keeps its own register budget (``GemmContext.set_registers``)."""
     ctx = spec.context()
     M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
     a_shape, b_shape = _operand_shapes(spec, M, N, K)
@@ -105,14 +107,21 @@ def persistent_gemm(spec: KernelSpec):
              B_scale: T.Tensor(sb_shape, "float32"), bias: T.Tensor(bias_shape, bias_dtype)):
         with T.Kernel(num_programs, threads=ctx.threads) as pid:
             tensorA, tensorB, tensorC, scale, bias_view = _views(spec, A, B, C, A_scale, B_scale, bias, M, N)
-            ctx.allocate()
+            ctx.allocate(registers=False)
             sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
             start, _, step = sched.persistent_tile_range()
-            for t in T.serial(sched.num_local_tiles()):
-                tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
-                ctx.reduce_axis(tensorA, tensorB, tile, 0, sched.iters_per_tile)
-                tensorC.store(ctx, tile, scale=scale, bias=bias_view)
-            tensorC.drain(ctx)
+            if ctx.is_producer():
+                ctx.set_registers(producer=True)
+                for t in T.serial(sched.num_local_tiles()):
+                    tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
+                    ctx.produce(tensorA, tensorB, tile, 0, sched.iters_per_tile)
+            else:
+                ctx.set_registers(producer=False)
+                for t in T.serial(sched.num_local_tiles()):
+                    tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
+                    ctx.consume(0, sched.iters_per_tile)
+                    tensorC.store(ctx, tile, scale=scale, bias=bias_view)
+                tensorC.drain(ctx)
 
     return gemm
 

@@ -286,8 +286,10 @@ class GemmContext:
         self.a_bytes, self.b_bytes = em.a_params.tile_bytes, em.b_params.tile_bytes
         self.store_chunk, self.store_buffers = store_staging(schedule.block_n)
 
-    def allocate(self):
-        """Buffers, barriers and register budgets; call first inside ``T.Kernel``."""
+    def allocate(self, registers: bool = True):
+        """Buffers, barriers and (``registers``) register budgets; call first inside
+        ``T.Kernel``. A kernel whose producer and consumer run separate loops sets the
+        budgets itself at the top of each branch (``set_registers``)."""
         S, em = self.num_stages, self.emitter
         self.a_smem = T.alloc_shared((S, *self.a_tile), self.a_storage)
         self.b_smem = T.alloc_shared((S, *self.b_tile), self.b_storage)
@@ -302,7 +304,8 @@ class GemmContext:
         self.tile_n = T.alloc_var("int32", init=0)
         T.annotate_layout({self.a_smem: em.a_shared_layout.expand([S]), self.b_smem: em.b_shared_layout.expand([S]),
                            self.acc: em.accum_layout()})
-        self._set_registers()
+        if registers:
+            self._set_registers()
 
     def is_producer(self):
         return T.get_thread_binding() >= self.consumer_threads
@@ -335,6 +338,18 @@ class GemmContext:
 
         return _release()
 
+    def set_registers(self, producer: bool):
+        """``setmaxnreg`` for one side (PTX ISA 9.7.17.1): the producer gives registers back,
+        the consumers take them. ptxas honours it only where the code after it never runs
+        on the other side's budget, i.e. when each side has its own branch to the end."""
+        count, increase = (PRODUCER_REGISTERS, 0) if producer else (CONSUMER_REGISTERS[self.emitter.num_warpgroups], 1)
+
+        @T.macro
+        def _regs():
+            T.set_max_nreg(count, increase)
+
+        return _regs()
+
     def _set_registers(self):
         consumer = CONSUMER_REGISTERS[self.emitter.num_warpgroups]
 
@@ -347,35 +362,57 @@ class GemmContext:
 
         return _regs()
 
-    def reduce_axis(self, tensorA: InputView, tensorB: InputView, tile: Tile, k_begin, k_end):
-        """acc = Σ_{k in [k_begin, k_end)} A[tile rows, k-block] · B[k-block, tile cols]."""
+    def produce(self, tensorA: InputView, tensorB: InputView, tile: Tile, k_begin, k_end):
+        """Producer side of ``reduce_axis``: its first warp TMA-loads the K-iterations' tiles
+        into the ring (call from producer threads only)."""
         S, bm, bn, bk = self.num_stages, self.block_m, self.block_n, self.block_k
-        em, it = self.emitter, self.iteration
-        a_smem, b_smem, full, empty, acc = self.a_smem, self.b_smem, self.full, self.empty, self.acc
-        a_bytes, b_bytes, producer_warp_end = self.a_bytes, self.b_bytes, self.consumer_threads + 32
+        it, a_smem, b_smem, full, empty = self.iteration, self.a_smem, self.b_smem, self.full, self.empty
+        producer_warp_end = self.consumer_threads + PRODUCER_LANES
 
         @T.macro
-        def _reduce(it):
-            if self.is_producer():
-                if T.get_thread_binding() < producer_warp_end:
-                    for k in T.serial(k_begin, k_end):
-                        T.mbarrier_wait_parity(empty[_slot(it, S)], _phase(it, S) ^ 1)
-                        tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)])
-                        tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)])
-                        T.mbarrier_arrive(full[_slot(it, S)])
-                        it += 1
-            else:
+        def _produce(it):
+            if T.get_thread_binding() < producer_warp_end:
                 for k in T.serial(k_begin, k_end):
-                    T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
-                    em.ss(a_smem, b_smem, acc, clear_accum=k == k_begin, wait=1,
-                          a_stage_offset=_slot(it, S) * a_bytes, b_stage_offset=_slot(it, S) * b_bytes)
-                    if k > k_begin:
-                        self.release(_slot(it + S - 1, S))
+                    T.mbarrier_wait_parity(empty[_slot(it, S)], _phase(it, S) ^ 1)
+                    tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)])
+                    tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)])
+                    T.mbarrier_arrive(full[_slot(it, S)])
                     it += 1
-                em.wait(0)
-                self.release(_slot(it + S - 1, S))
 
-        return _reduce(it)
+        return _produce(it)
+
+    def consume(self, k_begin, k_end):
+        """Consumer side of ``reduce_axis``: WGMMA over the K-iterations' ring slots into the
+        accumulator, one batch left in flight (call from consumer threads only)."""
+        S, em, it = self.num_stages, self.emitter, self.iteration
+        a_smem, b_smem, full, acc = self.a_smem, self.b_smem, self.full, self.acc
+        a_bytes, b_bytes = self.a_bytes, self.b_bytes
+
+        @T.macro
+        def _consume(it):
+            for k in T.serial(k_begin, k_end):
+                T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
+                em.ss(a_smem, b_smem, acc, clear_accum=k == k_begin, wait=1,
+                      a_stage_offset=_slot(it, S) * a_bytes, b_stage_offset=_slot(it, S) * b_bytes)
+                if k > k_begin:
+                    self.release(_slot(it + S - 1, S))
+                it += 1
+            em.wait(0)
+            self.release(_slot(it + S - 1, S))
+
+        return _consume(it)
+
+    def reduce_axis(self, tensorA: InputView, tensorB: InputView, tile: Tile, k_begin, k_end):
+        """acc = Σ_{k in [k_begin, k_end)} A[tile rows, k-block] · B[k-block, tile cols]."""
+
+        @T.macro
+        def _reduce():
+            if self.is_producer():
+                self.produce(tensorA, tensorB, tile, k_begin, k_end)
+            else:
+                self.consume(k_begin, k_end)
+
+        return _reduce()
 
 
 class ScheduleContext:
