@@ -3,7 +3,8 @@
 * ptxas' report (needs nvcc): no kernel family has its wgmma serialised (C7515 / C7510); the
   persistent kernel keeps its register budgets (no C7507, "setmaxnreg ignored") and spills
   nothing.
-* SASS (needs nvdisasm or cuobjdump as well): every family issues the Hopper warpgroup MMA of
+* SASS (needs nvdisasm or cuobjdump as well, from PATH or the test extra's
+  nvidia-cuda-nvdisasm wheel): every family issues the Hopper warpgroup MMA of
   its input type — HGMMA for f16/bf16/tf32, QGMMA for fp8, IGMMA for int8 — and no HMMA/IMMA
   (the mma.sync path).
 
@@ -11,6 +12,7 @@ Each test is skipped, with the reason, where its tools are missing; the GPU mach
 of them."""
 
 import functools
+import os
 import re
 import shutil
 import subprocess
@@ -31,7 +33,24 @@ GMMA = {"persistent-bf16": "HGMMA", "persistent-f16-mn": "HGMMA", "scaled-e4m3":
         "streamk-tf32": "HGMMA", "persistent-int8": "IGMMA", "blockscaled-e4m3": "QGMMA"}
 #: Kernels whose producer and consumers run separate branches, so setmaxnreg must hold.
 SEPARATE_BRANCHES = ("persistent-bf16", "persistent-f16-mn", "scaled-e4m3", "persistent-int8")
-DISASSEMBLER = shutil.which("nvdisasm") or shutil.which("cuobjdump")
+
+
+def _find_disassembler() -> str | None:
+    """nvdisasm or cuobjdump on PATH, else the nvdisasm of NVIDIA's nvidia-cuda-nvdisasm wheel
+    (the test extra: it installs the binary under site-packages/nvidia/cu*/bin)."""
+    on_path = shutil.which("nvdisasm") or shutil.which("cuobjdump")
+    if on_path:
+        return on_path
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    found = [p for root in nvidia.__path__ for p in sorted(Path(root).glob("cu*/bin/nvdisasm"))
+             if os.access(p, os.X_OK)]
+    return str(found[-1]) if found else None
+
+
+DISASSEMBLER = _find_disassembler()
 
 needs_nvcc = pytest.mark.skipif(not shutil.which("nvcc"), reason="needs the CUDA toolkit's nvcc")
 needs_disassembler = pytest.mark.skipif(not (shutil.which("nvcc") and DISASSEMBLER),
