@@ -249,7 +249,7 @@ def _launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
         schedule = _unswapped(schedule)
     A, B, a_major, b_major = _orient(a, b)
     kernel = _kernel_for(a.dtype, b.dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, modes[0], modes[1],
-                         None if vectors[2] is None else vectors[2].dtype, swap and vectors[2] is not None)
+                         None if vectors[2] is None else vectors[2].dtype, swap)
     step = _TMA_ALIGN // target.element_size()
     view = target.t() if swap else target  # the kernel writes C of its own problem, row-major
     dense = view.is_contiguous() and N % step == 0 and view.data_ptr() % _TMA_ALIGN == 0

@@ -23,6 +23,7 @@ consumers run separate code to the end of the kernel: the persistent kernel walk
 in two branches (``produce`` / ``consume``); the Stream-K and block-scaled kernels share one
 loop (``reduce_axis``), so ptxas ignores their ``setmaxnreg`` (its note C7507) and every
 thread keeps the launch's register count.
+
 Producer and consumers walk the same work items (``ScheduleContext``) and count K-iterations
 the same way, so slot ``it % S`` and phase ``(it // S) & 1`` agree on both sides.
 
@@ -357,14 +358,14 @@ class GemmContext:
         return _regs()
 
     def _set_registers(self):
-        consumer = CONSUMER_REGISTERS[self.emitter.num_warpgroups]
+        """Both sides' ``set_registers`` at once, for kernels whose sides share one loop."""
 
         @T.macro
         def _regs():
             if self.is_producer():
-                T.set_max_nreg(PRODUCER_REGISTERS, 0)
+                self.set_registers(producer=True)
             else:
-                T.set_max_nreg(consumer, 1)
+                self.set_registers(producer=False)
 
         return _regs()
 
