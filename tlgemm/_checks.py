@@ -1,5 +1,5 @@
 """Host-side argument rules both backends' launchers share (torch only): dtype classes, the
-output dtype rule, and scale/bias vectors. Errors name the argument: TypeError for a wrong
+output dtype rule, scale/bias vectors, and a tensor's launch signature. Errors name the argument: TypeError for a wrong
 type or dtype, ValueError otherwise."""
 
 import torch
@@ -34,3 +34,9 @@ def vector(name, v, lengths, dtypes, device, first="a"):
     if v.device != device:
         raise ValueError(f"{name}: on {v.device}, but {first} is on {device}; all tensors must share a device")
     return v.reshape(-1)
+
+
+def signature(t):
+    """What a launch derives from a tensor argument (None: not given): its shape, strides,
+    dtype, device and whether its base address is 16-byte aligned (what TMA needs)."""
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0)

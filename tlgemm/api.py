@@ -35,7 +35,10 @@ Schedule None: the autotune cache (tlgemm.autotune) entry for this GPU, backend,
 Caches   the resolved backend, schedule and kernel are kept per (op, shape bucket, N, K,
          dtypes, device, backend, schedule): a repeated call selects nothing, reads no cache
          file and validates no dtype again; it checks shapes, devices and strides, allocates
-         the output and launches.
+         the output and launches. A matmul that ran on TileLang is also kept per the
+         signatures of a, b and out (shapes, strides, dtypes, device, 16-byte alignment) with
+         out_dtype, backend and schedule: a call matching one goes straight to the
+         launcher's cached launch (tlgemm.tilelang.cached_launch).
 torch    eager calls go straight to the kernels. Under torch.compile, and when an input
          requires grad, the same call goes through the torch.library ops
          tlgemm::matmul / addmm / bmm / scaled_mm (tlgemm.ops: fake implementations for
@@ -53,6 +56,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from tlgemm._checks import signature
 from tlgemm.schedules import AutotuneCache, Schedule, Selection, cdiv, num_programs, select, shape_bucket
 
 __all__ = ["matmul", "addmm", "bmm", "scaled_mm", "explain", "autotune", "Explanation", "AutotuneResult",
@@ -287,6 +291,30 @@ class _Plan:
 
 
 _PLANS: dict[tuple, _Plan] = {}
+#: Repeated tlgemm.matmul calls that ran on the TileLang backend: ``_repeat_key`` → the
+#: launcher's cached launch (tlgemm.tilelang.cached_launch), called with no other step.
+_REPEATS: dict[tuple, Callable] = {}
+_MAX_REPEATS = 4096
+
+
+def _forget_plans() -> None:
+    """Drop every cached plan (the next calls select again)."""
+    _PLANS.clear()
+    _REPEATS.clear()
+
+
+def _repeat_key(a, b, out, out_dtype, backend, schedule) -> tuple | None:
+    """Everything a matmul call's plan and launch derive from its arguments: the signatures
+    of a, b and out (shape, strides, dtype, device, 16-byte alignment), out_dtype, backend,
+    schedule, and TF32 for float32 inputs; None when an argument is not a tensor or not
+    hashable (the full path then names it)."""
+    try:
+        key = (backend, schedule, out_dtype, a.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32,
+               signature(a), signature(b), signature(out))
+        hash(key)
+    except (AttributeError, TypeError):
+        return None
+    return key
 
 
 def _backend_kernel(backend: str, op: str):
@@ -450,8 +478,10 @@ def _tilelang_layout(name: str, t: torch.Tensor, K: int) -> tuple[str, str]:
             f"MN-major matrix){pad}"), "K"
 
 
-def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=None, scale_b=None, bias=None):
-    """Plan (cached), prepare operands and output, launch. Inputs checked by _check_pair/_check_out."""
+def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=None, scale_b=None, bias=None,
+          repeat_key=None):
+    """Plan (cached), prepare operands and output, launch. Inputs checked by _check_pair/_check_out.
+    With a ``repeat_key`` (matmul), a TileLang launch is kept in ``_REPEATS`` under it."""
     if schedule is not None:
         _check_schedule(schedule)
     device, a_dtype = a.device, a.dtype
@@ -467,9 +497,16 @@ def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=N
     if plan.backend == "triton":
         a, b = _operand(a), _operand(b)
     if fresh:
-        _PLANS[key] = _first_launch(plan, a, b, out, scale_a, scale_b, bias)
+        plan = _PLANS[key] = _first_launch(plan, a, b, out, scale_a, scale_b, bias)
     else:
         plan.launch(a, b, plan.schedule, out, scale_a, scale_b, bias)
+    if repeat_key is not None and plan.backend == "tilelang":
+        cached = getattr(importlib.import_module("tlgemm.tilelang"), "cached_launch", None)
+        launch = None if cached is None else cached(a, b, plan.schedule, out)
+        if launch is not None:
+            if len(_REPEATS) >= _MAX_REPEATS:
+                _REPEATS.clear()
+            _REPEATS[repeat_key] = launch
     return out
 
 
@@ -514,12 +551,12 @@ def _scalar(value: float, device: torch.device) -> torch.Tensor:
 # ---- eager implementations (also the bodies of the torch.library ops) ---------------------
 
 
-def _matmul_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None):
+def _matmul_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None, repeat_key=None):
     M, N, K, _ = _check_pair(a, b, 2)
     out_dtype = _check_out(out, out_dtype, (M, N), a.device)
     if not (M and N and K):
         return _empty("matmul", a, b, out, out_dtype, (M, N))
-    return _gemm("matmul", a, b, M, N, K, 1, out, out_dtype, backend, schedule)
+    return _gemm("matmul", a, b, M, N, K, 1, out, out_dtype, backend, schedule, repeat_key=repeat_key)
 
 
 def _bmm_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None):
@@ -614,7 +651,11 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     if torch.compiler.is_compiling() or _needs_grad(a, b):
         result = torch.ops.tlgemm.matmul.default(a, b, _op_dtype(out, out_dtype), backend, _schedule_arg(schedule))
         return _op_result(result, out)
-    return _matmul_eager(a, b, out, out_dtype, backend, schedule)
+    key = _repeat_key(a, b, out, out_dtype, backend, schedule)
+    launch = None if key is None else _REPEATS.get(key)
+    if launch is not None:
+        return launch(a, b, out, None, None, None)
+    return _matmul_eager(a, b, out, out_dtype, backend, schedule, key)
 
 
 def bmm(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
@@ -896,7 +937,7 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
             results.append(AutotuneResult(M, N, K, keys, plan.backend, best[0], us, tflops, len(pool), failed))
     finally:
         bar.close()
-        _PLANS.clear()
+        _forget_plans()
     return results
 
 

@@ -86,6 +86,6 @@ def fake_gpu(monkeypatch, tmp_path):
         return select(*args, **kwargs)
 
     monkeypatch.setattr(api, "select", counting_select)
-    api._PLANS.clear()
+    api._forget_plans()
     yield ns
-    api._PLANS.clear()
+    api._forget_plans()

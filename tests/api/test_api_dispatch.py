@@ -24,11 +24,11 @@ def test_auto_takes_tilelang_on_hopper_and_triton_elsewhere(fake_gpu, generator)
     a, b = _ab(64, 64, 64, generator=generator)
     tlgemm.matmul(a, b)
     assert [c[0] for c in fake_gpu.tilelang.calls] == ["matmul"] and not fake_gpu.triton.calls
-    api._PLANS.clear()
+    api._forget_plans()
     fake_gpu.target = api.Target("Fake A100", "cuda", "sm_80", 108, 166912)
     tlgemm.matmul(a, b)
     assert len(fake_gpu.triton.calls) == 1
-    api._PLANS.clear()
+    api._forget_plans()
     fake_gpu.target = api.Target("Fake MI300X", "hip", "gfx942", 304, 65536)
     tlgemm.matmul(a, b)
     assert len(fake_gpu.triton.calls) == 2

@@ -159,11 +159,37 @@ def test_repeat_calls_do_not_select_again(monkeypatch, tmp_path, generator):
     calls = []
     select = api.select
     monkeypatch.setattr(api, "select", lambda *args, **kwargs: calls.append(args) or select(*args, **kwargs))
-    api._PLANS.clear()
+    api._forget_plans()
     a, b = _operands(100, 256, 512, torch.bfloat16, "nt", generator)
     for _ in range(4):
         assert_gemm_close(tlgemm.matmul(a, b), reference_gemm(a, b), torch.bfloat16)
     assert len(calls) == 1
+
+
+def test_repeat_calls_reuse_the_launch_only_for_their_signature(generator):
+    """A repeated TileLang matmul goes straight to its cached launch (api._REPEATS); calls
+    whose a, b or out differ in strides, alignment or dtype take the full path, and every
+    result matches the reference on fresh data."""
+    _need("tilelang")
+    api._forget_plans()
+    for _ in range(3):
+        a, b = _operands(100, 256, 512, torch.bfloat16, "nt", generator)
+        assert_gemm_close(tlgemm.matmul(a, b, backend="tilelang"), reference_gemm(a, b), torch.bfloat16)
+    assert len(api._REPEATS) == 1
+    flat = random_operand((100 * 512 + 1,), torch.bfloat16, generator=generator, device="cuda")
+    variants = {
+        "a column-major": (a.t().contiguous().t(), b, None),
+        "a misaligned": (flat[1:].view(100, 512), b, None),  # base 2 bytes off 16: K padded in a copy
+        "out given": (a, b, poisoned((100, 256), torch.bfloat16, "cuda")),
+        "out column-major": (a, b, poisoned((256, 100), torch.bfloat16, "cuda").t()),
+        "out float32": (a, b, poisoned((100, 256), torch.float32, "cuda")),
+    }
+    for name, (x, y, out) in variants.items():
+        for _ in range(2):
+            result = tlgemm.matmul(x, y, out=out, backend="tilelang")
+            assert out is None or result is out
+            assert_gemm_close(result, reference_gemm(x, y), result.dtype, what=name)
+    assert len(api._REPEATS) == 1 + len(variants)
 
 
 class MLP(torch.nn.Module):

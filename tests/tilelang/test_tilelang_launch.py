@@ -6,7 +6,7 @@ import torch
 
 from tlgemm.schedules import Schedule
 from tlgemm.tilelang import matmul
-from tlgemm.tilelang.launch import _orient
+from tlgemm.tilelang.launch import _orientation, _oriented
 
 
 def _logical(t, major, operand):
@@ -27,7 +27,11 @@ def test_orientation_keeps_the_product(generator, shape, dtype, layouts):
         a = a.t().contiguous().t()
     if layouts[1]:
         b = b.t().contiguous().t()
-    A, B, a_major, b_major = _orient(a, b)
+    (M, K), N = a.shape, b.shape[1]
+    how = _orientation(M, K, N, a.stride(), b.stride(), a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
+                       a.element_size())
+    A, B = _oriented(a, b, *how)
+    a_major, b_major = ("MN" if h == "MN" else "K" for h in how[:2])
     assert A.is_contiguous() and B.is_contiguous()
     if dtype.itemsize != 2:
         assert a_major == b_major == "K", "WGMMA reads 8-bit and tf32 operands K-major only"

@@ -18,6 +18,9 @@ CASES = {
                     dict(scale_a="row", scale_b="col", bias=True)),
     "streamk-tf32": (torch.float32, torch.float32, None,
                      Schedule(block_m=128, block_n=128, block_k=32, num_stages=3).persistent(132).streamk(40), {}),
+    "streamk-bf16": (torch.bfloat16, torch.bfloat16, None,
+                     Schedule(block_m=128, block_n=256, block_k=64, num_stages=4, num_warpgroups=2)
+                     .persistent(132).streamk(66), {}),
     "persistent-int8": (torch.int8, torch.int8, None,
                         Schedule(block_m=128, block_n=128, block_k=128, num_stages=4).persistent(132), {}),
 }
@@ -26,6 +29,7 @@ WGMMA = {
     "persistent-f16-mn": "kFloat16, tl::DataType::kFloat16, tl::DataType::kFloat32, 64, 256, 16, true, true",
     "scaled-e4m3": "kFloat8_e4m3, tl::DataType::kFloat8_e4m3, tl::DataType::kFloat32, 64, 128, 32, false, false",
     "streamk-tf32": "kTensorFloat32, tl::DataType::kTensorFloat32, tl::DataType::kFloat32, 64, 128, 8, false, false",
+    "streamk-bf16": "kBFloat16, tl::DataType::kBFloat16, tl::DataType::kFloat32, 64, 256, 16, false, false",
     "persistent-int8": "kInt8, tl::DataType::kInt8, tl::DataType::kInt32, 64, 128, 32, false, false",
 }
 
@@ -55,10 +59,12 @@ def test_structure(lowered):
 
 def test_streamk_fixup_is_flagged():
     """Partials published after a consumer-only named barrier with a release store; the owner
-    spins with acquire loads."""
+    spins with acquire loads, then sets the flag back to 0 (relaxed) for the next launch."""
     a, b, out, schedule, kw = CASES["streamk-tf32"]
     src = kernel_source(512, 512, 512, a, b, out, schedule, **kw)
-    assert "AtomicStore" in src and "AtomicLoad" in src and "__sync_thread_partial(9" in src
+    assert "AtomicLoad" in src and "__sync_thread_partial(9" in src
+    stores = re.findall(r"AtomicStore\(\(&\(flags\[[^\]]+\]\)\), (\d), (\d)\)", src)
+    assert sorted(stores) == [("0", "0"), ("1", "3")], stores
 
 
 def test_tir_is_available_without_gpu():

@@ -128,14 +128,16 @@ def persistent_gemm(spec: KernelSpec):
 
 def streamk_gemm(spec: KernelSpec):
     """C = epilogue(A · B): whole tiles persistently, then this program's contiguous share of
-    the last ``streamk_tiles`` tiles' K-iterations (tlgemm.schedules' Stream-K plan).
+    the last ``streamk_tiles`` tiles' K-iterations (tlgemm.schedules' Stream-K plan). The
+    producer and the consumers walk this work in separate branches (``persistent_gemm``).
 
     Fix-up (schedules.decompose): a program whose segment starts inside a tile publishes its
     partial accumulator in ``partials[pid]`` and raises ``flags[pid]`` (bar.sync, then one
     thread's release store); the tile's owner (the program running its K-iteration 0) adds
-    the partials of pid + 1, ... in order after an acquire spin on each flag, then stores the
-    tile. The summation order is fixed, so results are bitwise reproducible. ``flags`` must be
-    zero at launch.
+    the partials of pid + 1, ... in order after an acquire spin on each flag, which it then
+    sets back to 0. The summation order is fixed, so results are bitwise reproducible. Each
+    program publishes at most once, so ``flags`` must be zero at launch and is zero again at
+    exit (the launcher keeps one workspace per stream).
     """
     ctx = spec.context()
     M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
@@ -153,25 +155,38 @@ def streamk_gemm(spec: KernelSpec):
              partials: T.Tensor((P, bm, bn), ctx.accum_storage), flags: T.Tensor((P,), "int32")):
         with T.Kernel(P, threads=ctx.threads) as pid:
             tensorA, tensorB, tensorC, scale, bias_view = _views(spec, A, B, C, A_scale, B_scale, bias, M, N)
-            ctx.allocate()
+            ctx.allocate(registers=False)
             sched = ScheduleContext(M, N, K, ctx, pid, P)
             iters = sched.iters_per_tile
             lpid = sched.pid
             start, _, step = sched.persistent_tile_range(sched.full_tiles)
-            for t in T.serial(sched.num_local_tiles(sched.full_tiles)):
-                tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
-                ctx.reduce_axis(tensorA, tensorB, tile, 0, iters)
-                tensorC.store(ctx, tile, scale=scale, bias=bias_view)
             begin, end = sched.iter_range()
             g = T.alloc_var("int32", init=begin)
-            for _ in T.serial(T.ceildiv(end - begin, iters) + 1):
-                if g < end:
-                    tile_id, k = sched.get_iter(g)
-                    seg_end = T.min(end, (tile_id + 1) * iters)
-                    tile = ctx.bind_tile(sched.get_tile_from_idx(tile_id))
-                    ctx.reduce_axis(tensorA, tensorB, tile, k, k + seg_end - g)
-                    last = sched.iter_owner((tile_id + 1) * iters - 1)
-                    if not ctx.is_producer():
+            if ctx.is_producer():
+                ctx.set_registers(producer=True)
+                for t in T.serial(sched.num_local_tiles(sched.full_tiles)):
+                    tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
+                    ctx.produce(tensorA, tensorB, tile, 0, iters)
+                for _ in T.serial(T.ceildiv(end - begin, iters) + 1):
+                    if g < end:
+                        tile_id, k = sched.get_iter(g)
+                        seg_end = T.min(end, (tile_id + 1) * iters)
+                        tile = ctx.bind_tile(sched.get_tile_from_idx(tile_id))
+                        ctx.produce(tensorA, tensorB, tile, k, k + seg_end - g)
+                        g = seg_end
+            else:
+                ctx.set_registers(producer=False)
+                for t in T.serial(sched.num_local_tiles(sched.full_tiles)):
+                    tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
+                    ctx.consume(0, iters)
+                    tensorC.store(ctx, tile, scale=scale, bias=bias_view)
+                for _ in T.serial(T.ceildiv(end - begin, iters) + 1):
+                    if g < end:
+                        tile_id, k = sched.get_iter(g)
+                        seg_end = T.min(end, (tile_id + 1) * iters)
+                        tile = ctx.bind_tile(sched.get_tile_from_idx(tile_id))
+                        ctx.consume(k, k + seg_end - g)
+                        last = sched.iter_owner((tile_id + 1) * iters - 1)
                         if k != 0:
                             T.copy(ctx.acc, partials[lpid, :, :])
                             T.sync_threads(CONSUMER_BARRIER, consumers)
@@ -182,11 +197,12 @@ def streamk_gemm(spec: KernelSpec):
                                 for c in T.serial(lpid + 1, last + 1):
                                     while T.atomic_load(flags[c], memory_order="acquire") == 0:
                                         T.evaluate(0)
+                                    T.atomic_store(flags[c], 0, memory_order="relaxed")
                             T.sync_threads(CONSUMER_BARRIER, consumers)
-                    if k == 0:
-                        tensorC.store(ctx, tile, scale=scale, bias=bias_view, partials=(partials, lpid + 1, last + 1))
-                    g = seg_end
-            tensorC.drain(ctx)
+                            tensorC.store(ctx, tile, scale=scale, bias=bias_view,
+                                          partials=(partials, lpid + 1, last + 1))
+                        g = seg_end
+                tensorC.drain(ctx)
 
     return gemm
 

@@ -19,10 +19,10 @@ The consumers leave one wgmma batch in flight (``wait(1)``) and release the slot
 previous K-iteration, so the tensor cores never wait for the issue of the next batch.
 
 Register budgets (``setmaxnreg``, PTX ISA 9.7.17.1) take effect only where producer and
-consumers run separate code to the end of the kernel: the persistent kernel walks its tiles
-in two branches (``produce`` / ``consume``); the Stream-K and block-scaled kernels share one
-loop (``reduce_axis``), so ptxas ignores their ``setmaxnreg`` (its note C7507) and every
-thread keeps the launch's register count.
+consumers run separate code to the end of the kernel: the persistent and Stream-K kernels
+walk their work in two branches (``produce`` / ``consume``); the block-scaled kernel shares
+one loop (``reduce_axis_blockscaled``), so ptxas ignores its ``setmaxnreg`` (its note C7507)
+and every thread keeps the launch's register count.
 
 Producer and consumers walk the same work items (``ScheduleContext``) and count K-iterations
 the same way, so slot ``it % S`` and phase ``(it // S) & 1`` agree on both sides.
