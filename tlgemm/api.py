@@ -329,6 +329,8 @@ def _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32) -> tuple[str
     elif a_dtype == torch.float32 and not tf32:
         hard = ("float32 inputs with TF32 off (torch.backends.cuda.matmul.allow_tf32 is False): "
                 "wgmma has no full-precision float32 path")
+    elif op == "blockscaled" and K % 128:
+        hard = f"K={K} is not a multiple of 128, which TileLang's block-scaled kernel needs (one scale block per K-step)"
     else:
         try:
             if _backend_kernel("tilelang", op) is None:

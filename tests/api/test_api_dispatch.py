@@ -183,17 +183,20 @@ def test_scaled_mm_per_tensor_row_column(fake_gpu, generator, scales, dtype):
     assert fake_gpu.tilelang.calls[-1][4]["scale_a"] is sa
 
 
-def test_scaled_mm_block_wise_goes_to_the_block_scaled_kernel(fake_gpu, generator):
-    M, N, K = 40, 256, 384
+@pytest.mark.parametrize("K, backend", [(384, "tilelang"), (320, "triton")])
+def test_scaled_mm_block_wise_goes_to_the_block_scaled_kernel(fake_gpu, generator, K, backend):
+    """On Hopper "auto" takes TileLang's block-scaled kernel, Triton's when K is not a
+    multiple of 128 (TileLang's kernel takes whole scale blocks per K-step)."""
+    M, N, kb = 40, 256, -(-K // 128)
     w = random_operand((N, K), E4M3, generator=generator)
     a = random_operand((M, K), E4M3, generator=generator)
-    sa, sb = torch.rand(M, K // 128) + 0.5, torch.rand(N // 128, K // 128) + 0.5
+    sa, sb = torch.rand(M, kb) + 0.5, torch.rand(N // 128, kb) + 0.5
     out = tlgemm.scaled_mm(a, w.t(), sa, sb, out_dtype=torch.float32)
-    name, seen_a, seen_b, schedule, kwargs = fake_gpu.triton.calls[-1]
+    name, seen_a, seen_b, schedule, kwargs = getattr(fake_gpu, backend).calls[-1]
     assert name == "blockscaled_matmul" and schedule is None and kwargs["out_dtype"] == torch.float32
     assert seen_a is a and seen_b.data_ptr() == w.data_ptr() and seen_b.shape == (N, K)
-    deq_a = a.double() * sa.double().repeat_interleave(128, 1)
-    deq_w = w.double() * sb.double().repeat_interleave(128, 0).repeat_interleave(128, 1)
+    deq_a = a.double() * sa.double().repeat_interleave(128, 1)[:, :K]
+    deq_w = w.double() * sb.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:, :K]
     assert_gemm_close(out, deq_a @ deq_w.T, torch.float32)
     assert "block-scaled FP8 GEMM" in tlgemm.explain(a, w.t(), scale_a=sa, scale_b=sb).kernel
 

@@ -59,6 +59,10 @@ class KernelSpec:
     def has_scale(self) -> bool:
         return self.scale_a is not None or self.scale_b is not None
 
+    @property
+    def has_epilogue(self) -> bool:
+        return self.has_scale or self.bias_storage is not None
+
     def context(self) -> GemmContext:
         return GemmContext(self.schedule, self.a_dtype, self.b_dtype, self.accum_dtype, self.out_storage,
                            a_major=self.a_major, b_major=self.b_major)
@@ -92,7 +96,8 @@ def _views(spec, A, B, C, A_scale, B_scale, bias, M, N):
 def persistent_gemm(spec: KernelSpec):
     """C = epilogue(A · B); program p runs whole tiles p, p + P, ... (P = min(SMs, tiles)).
     The producer warpgroup and the consumers walk the tiles in separate branches, so each
-    keeps its own register budget (``GemmContext.set_registers``)."""
+    keeps its own register budget (``GemmContext.set_registers``). Without scales and bias
+    the kernel takes A, B and C only (each tensor argument costs host time per launch)."""
     ctx = spec.context()
     M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
     a_shape, b_shape = _operand_shapes(spec, M, N, K)
@@ -101,10 +106,8 @@ def persistent_gemm(spec: KernelSpec):
     s = spec.schedule
     num_programs = T.min(spec.num_sms, T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n))
 
-    @T.prim_func
-    def gemm(A: T.Tensor(a_shape, ctx.a_storage), B: T.Tensor(b_shape, ctx.b_storage),
-             C: T.Tensor((M, NC), spec.out_storage), A_scale: T.Tensor(sa_shape, "float32"),
-             B_scale: T.Tensor(sb_shape, "float32"), bias: T.Tensor(bias_shape, bias_dtype)):
+    @T.macro
+    def body(A, B, C, A_scale, B_scale, bias):
         with T.Kernel(num_programs, threads=ctx.threads) as pid:
             tensorA, tensorB, tensorC, scale, bias_view = _views(spec, A, B, C, A_scale, B_scale, bias, M, N)
             ctx.allocate(registers=False)
@@ -122,6 +125,18 @@ def persistent_gemm(spec: KernelSpec):
                     ctx.consume(0, sched.iters_per_tile)
                     tensorC.store(ctx, tile, scale=scale, bias=bias_view)
                 tensorC.drain(ctx)
+
+    if spec.has_epilogue:
+        @T.prim_func
+        def gemm(A: T.Tensor(a_shape, ctx.a_storage), B: T.Tensor(b_shape, ctx.b_storage),
+                 C: T.Tensor((M, NC), spec.out_storage), A_scale: T.Tensor(sa_shape, "float32"),
+                 B_scale: T.Tensor(sb_shape, "float32"), bias: T.Tensor(bias_shape, bias_dtype)):
+            body(A, B, C, A_scale, B_scale, bias)
+    else:
+        @T.prim_func
+        def gemm(A: T.Tensor(a_shape, ctx.a_storage), B: T.Tensor(b_shape, ctx.b_storage),
+                 C: T.Tensor((M, NC), spec.out_storage)):
+            body(A, B, C, None, None, None)
 
     return gemm
 

@@ -90,8 +90,8 @@ def _orientation(M, K, N, a_stride, b_stride, a_based, b_based, size):
 
 def _oriented(a, b, a_how, b_how, pad):
     """A and B as the kernel reads them, for the reading ``_orientation`` chose."""
-    A = a if a_how == "K" else a.t() if a_how == "MN" else _k_major_copy(a, pad)
-    B = b.t() if b_how == "K" else b if b_how == "MN" else _k_major_copy(b.t(), pad)
+    A = a if a_how == "K" else a.mT if a_how == "MN" else _k_major_copy(a, pad)
+    B = b.mT if b_how == "K" else b if b_how == "MN" else _k_major_copy(b.mT, pad)
     if pad and (a_how, b_how) != ("MN", "MN"):  # both MN-major: K is the outer dimension of both
         if a_how == "K":
             A = _k_major_copy(A, pad)
@@ -259,34 +259,38 @@ def _streamk_workspace(device, programs: int, block_m: int, block_n: int, dtype)
 class _Launch:
     """What a launch derives from its arguments' shapes, strides, dtypes, devices and 16-byte
     base alignment (the key of ``_LAUNCHES``): the kernel's entry function, the operand
-    orientation, swap-AB, whether C needs a temporary, the Stream-K workspace. Calling it
-    allocates the output when none is given, views or copies the operands as decided, and
-    launches: a repeated call validates and derives nothing again."""
+    orientation, swap-AB, whether C needs a temporary, whether the kernel takes scale and bias
+    vectors, the Stream-K workspace. Calling it allocates the output when none is given,
+    views or copies the operands as decided, and launches: a repeated call validates and
+    derives nothing again."""
 
     __slots__ = ("entry", "shape", "out_dtype", "swap", "a_how", "b_how", "pad", "direct", "c_shape",
-                 "placeholder", "workspace")
+                 "epilogue", "placeholder", "workspace")
 
-    def __init__(self, entry, shape, out_dtype, swap, orientation, direct, c_shape, placeholder, workspace):
+    def __init__(self, entry, shape, out_dtype, swap, orientation, direct, c_shape, epilogue, placeholder,
+                 workspace):
         self.entry, self.shape, self.out_dtype, self.swap = entry, shape, out_dtype, swap
         self.a_how, self.b_how, self.pad = orientation
-        self.direct, self.c_shape, self.placeholder, self.workspace = direct, c_shape, placeholder, workspace
+        self.direct, self.c_shape, self.epilogue = direct, c_shape, epilogue
+        self.placeholder, self.workspace = placeholder, workspace
 
     def __call__(self, a, b, out, scale_a, scale_b, bias):
         device = a.device
         target = out if out is not None else torch.empty(self.shape, dtype=self.out_dtype, device=device)
-        ones = self.placeholder
-        sa = ones if scale_a is None else scale_a.reshape(-1).contiguous()
-        sb = ones if scale_b is None else scale_b.reshape(-1).contiguous()
-        bv = ones if bias is None else bias.reshape(-1).contiguous()
         view = target
         if self.swap:
-            a, b, sa, sb, view = b.t(), a.t(), sb, sa, target.t()
+            a, b, scale_a, scale_b, view = b.mT, a.mT, scale_b, scale_a, target.mT
         A, B = _oriented(a, b, self.a_how, self.b_how, self.pad)
         C = view if self.direct else torch.empty(self.c_shape, dtype=self.out_dtype, device=device)
-        if self.workspace is None:
-            self.entry(A, B, C, sa, sb, bv)
+        if self.epilogue:
+            ones = self.placeholder
+            vectors = (ones if v is None else v.reshape(-1).contiguous() for v in (scale_a, scale_b, bias))
+            if self.workspace is None:
+                self.entry(A, B, C, *vectors)
+            else:
+                self.entry(A, B, C, *vectors, *_streamk_workspace(device, *self.workspace))
         else:
-            self.entry(A, B, C, sa, sb, bv, *_streamk_workspace(device, *self.workspace))
+            self.entry(A, B, C)
         if not self.direct:
             view.copy_(C[:, :view.shape[1]])
         return target
@@ -365,8 +369,10 @@ def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
     workspace = None
     if schedule.streamk_tiles:
         workspace = (sms, schedule.block_m, schedule.block_n, torch.int32 if a.dtype == torch.int8 else torch.float32)
+    # persistent_gemm without scales and bias takes A, B, C only; streamk_gemm always all
+    epilogue = modes[0] is not None or vectors[2] is not None or workspace is not None
     return _Launch(_entry(kernel), (N, M) if swap else (M, N), out_dtype, swap, orientation, direct,
-                   (M, N + (-N) % step), _placeholder(device), workspace)
+                   (M, N + (-N) % step), epilogue, _placeholder(device), workspace)
 
 
 def persistent_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None, bias=None,
@@ -498,11 +504,8 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
     """DeepSeek-V3's block-scaled FP8 GEMM, same contract as tlgemm.triton.blockscaled_matmul:
     a [M, K] and b [N, K] fp8, scale_a [M, K/128] and scale_b [N/128, K/128] float32 (any
     strides; A's scales are copied K-block-major, [K/128, M], when not already so), K a
-    multiple of 128, any M and N (scale_b has ceil(N/128) rows, DeepGEMM's layout for N = 2112); out_dtype bf16 (default), fp16 or fp32; optional bias [N].
-
-    Not exported from ``tlgemm.tilelang`` yet, so ``tlgemm.scaled_mm`` keeps routing
-    block-wise scales to the Triton kernel until tests/tilelang/test_tilelang_blockscaled_gpu.py
-    has run on the GPU."""
+    multiple of 128, any M and N (scale_b has ceil(N/128) rows, DeepGEMM's layout for
+    N = 2112); out_dtype bf16 (default), fp16 or fp32; optional bias [N]."""
     for name, t in (("a", a), ("b", b)):
         _check_tensor(name, t, 2)
         if t.dtype not in _FP8:
