@@ -303,18 +303,15 @@ def _forget_plans() -> None:
     _REPEATS.clear()
 
 
-def _repeat_key(a, b, out, out_dtype, backend, schedule) -> tuple | None:
-    """Everything a matmul call's plan and launch derive from its arguments: the signatures
-    of a, b and out (shape, strides, dtype, device, 16-byte alignment), out_dtype, backend,
-    schedule, and TF32 for float32 inputs; None when an argument is not a tensor or not
-    hashable (the full path then names it)."""
-    try:
-        key = (backend, schedule, out_dtype, a.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32,
-               signature(a), signature(b), signature(out))
-        hash(key)
-    except (AttributeError, TypeError):
-        return None
-    return key
+def _repeat_key(a, b, out, out_dtype, backend, schedule) -> tuple:
+    """Everything a matmul call's plan and launch derive from its arguments, as one flat
+    tuple (cheap to build and hash): backend, schedule, out_dtype, TF32 for float32 inputs,
+    and the signatures of a, b and out (shape, strides, dtype, device, 16-byte alignment).
+    Raises AttributeError for a non-tensor and, on lookup, TypeError for an unhashable
+    argument: the caller then takes the full path, which names it."""
+    return (backend, schedule, out_dtype, a.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32,
+            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16 == 0,
+            b.shape, b.stride(), b.dtype, b.device, b.data_ptr() % 16 == 0, signature(out))
 
 
 def _backend_kernel(backend: str, op: str):
@@ -653,8 +650,11 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     if torch.compiler.is_compiling() or _needs_grad(a, b):
         result = torch.ops.tlgemm.matmul.default(a, b, _op_dtype(out, out_dtype), backend, _schedule_arg(schedule))
         return _op_result(result, out)
-    key = _repeat_key(a, b, out, out_dtype, backend, schedule)
-    launch = None if key is None else _REPEATS.get(key)
+    try:
+        key = _repeat_key(a, b, out, out_dtype, backend, schedule)
+        launch = _REPEATS.get(key)
+    except (AttributeError, TypeError):
+        key = launch = None
     if launch is not None:
         return launch(a, b, out, None, None, None)
     return _matmul_eager(a, b, out, out_dtype, backend, schedule, key)

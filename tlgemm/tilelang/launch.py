@@ -275,20 +275,19 @@ class _Launch:
         self.placeholder, self.workspace = placeholder, workspace
 
     def __call__(self, a, b, out, scale_a, scale_b, bias):
-        device = a.device
-        target = out if out is not None else torch.empty(self.shape, dtype=self.out_dtype, device=device)
+        target = out if out is not None else torch.empty(self.shape, dtype=self.out_dtype, device=a.device)
         view = target
         if self.swap:
             a, b, scale_a, scale_b, view = b.mT, a.mT, scale_b, scale_a, target.mT
         A, B = _oriented(a, b, self.a_how, self.b_how, self.pad)
-        C = view if self.direct else torch.empty(self.c_shape, dtype=self.out_dtype, device=device)
+        C = view if self.direct else torch.empty(self.c_shape, dtype=self.out_dtype, device=a.device)
         if self.epilogue:
             ones = self.placeholder
             vectors = (ones if v is None else v.reshape(-1).contiguous() for v in (scale_a, scale_b, bias))
             if self.workspace is None:
                 self.entry(A, B, C, *vectors)
             else:
-                self.entry(A, B, C, *vectors, *_streamk_workspace(device, *self.workspace))
+                self.entry(A, B, C, *vectors, *_streamk_workspace(a.device, *self.workspace))
         else:
             self.entry(A, B, C)
         if not self.direct:
@@ -302,20 +301,23 @@ _MAX_LAUNCHES = 4096
 
 
 def _launch_key(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
-    """The ``_LAUNCHES`` key of a call; None when an argument is not a tensor or the schedule
-    is unhashable (``_prepare`` then names it)."""
+    """The ``_LAUNCHES`` key of a call (AttributeError for a non-tensor argument)."""
+    return (schedule, out_dtype, num_sms, signature(a), signature(b), signature(out), signature(scale_a),
+            signature(scale_b), signature(bias))
+
+
+def _cached(key_args) -> tuple:
+    """(key, cached launch or None); key None when an argument is not a tensor or not
+    hashable (``_prepare`` then names it)."""
     try:
-        key = (schedule, out_dtype, num_sms, signature(a), signature(b), signature(out), signature(scale_a),
-               signature(scale_b), signature(bias))
-        hash(key)
+        key = _launch_key(*key_args)
+        return key, _LAUNCHES.get(key)
     except (AttributeError, TypeError):
-        return None
-    return key
+        return None, None
 
 
 def _launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
-    key = _launch_key(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
-    launch = None if key is None else _LAUNCHES.get(key)
+    key, launch = _cached((a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms))
     if launch is None:
         launch = _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
         if not isinstance(launch, _Launch):  # an empty problem's result
@@ -333,8 +335,7 @@ def cached_launch(a, b, schedule, out):
     ``launch(a2, b2, out2, None, None, None)`` with tensors of the same signatures it repeats
     that call without validating again (tlgemm.matmul does so); ``out2=None`` allocates the
     output, which serves exactly when ``out`` was a fresh ``torch.empty`` of the result."""
-    key = _launch_key(a, b, schedule, out, None, None, None, None, None)
-    return None if key is None else _LAUNCHES.get(key)
+    return _cached((a, b, schedule, out, None, None, None, None, None))[1]
 
 
 def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
