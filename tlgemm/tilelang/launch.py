@@ -23,7 +23,11 @@ per row of Cᵀ. Cᵀ is written straight into ``out.T`` when ``out`` is column-
 a temporary that is copied once into ``out`` (M·N elements: small when swap-AB pays).
 
 Compiled kernels are cached in memory per ``KernelSpec`` and on disk by TileLang's cache, so
-only the first call of a spec compiles; M, N and K are run-time values.
+only the first call of a spec compiles; M, N and K are run-time values. What a call derives
+from its arguments (``_Launch``) is cached per argument signature (shapes, strides, dtypes,
+devices, 16-byte alignment), so a repeated call validates and derives nothing again and calls
+the kernel's TVM-FFI entry directly. Stream-K workspaces are kept per stream
+(``_streamk_workspace``).
 """
 
 import functools
