@@ -1,6 +1,6 @@
 """Host-side argument rules both backends' launchers share (torch only): dtype classes, the
-output dtype rule, scale/bias vectors, and a tensor's launch signature. Errors name the argument: TypeError for a wrong
-type or dtype, ValueError otherwise."""
+output dtype rule, scale/bias vectors, and a tensor's launch signature. Errors name the
+argument: TypeError for a wrong type or dtype, ValueError otherwise."""
 
 import torch
 

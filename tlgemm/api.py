@@ -307,8 +307,10 @@ def _repeat_key(a, b, out, out_dtype, backend, schedule) -> tuple:
     """Everything a matmul call's plan and launch derive from its arguments, as one flat
     tuple (cheap to build and hash): backend, schedule, out_dtype, TF32 for float32 inputs,
     and the signatures of a, b and out (shape, strides, dtype, device, 16-byte alignment).
-    Raises AttributeError for a non-tensor and, on lookup, TypeError for an unhashable
-    argument: the caller then takes the full path, which names it."""
+    The signatures are ``tlgemm._checks.signature``'s fields, inlined for a and b (a call
+    less per argument on the hot path). Raises AttributeError for a non-tensor and, on
+    lookup, TypeError for an unhashable argument: the caller then takes the full path, which
+    names it."""
     return (backend, schedule, out_dtype, a.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32,
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16 == 0,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() % 16 == 0, signature(out))
@@ -500,8 +502,7 @@ def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=N
     else:
         plan.launch(a, b, plan.schedule, out, scale_a, scale_b, bias)
     if repeat_key is not None and plan.backend == "tilelang":
-        cached = getattr(importlib.import_module("tlgemm.tilelang"), "cached_launch", None)
-        launch = None if cached is None else cached(a, b, plan.schedule, out)
+        launch = importlib.import_module("tlgemm.tilelang").cached_launch(a, b, plan.schedule, out)
         if launch is not None:
             if len(_REPEATS) >= _MAX_REPEATS:
                 _REPEATS.clear()

@@ -66,11 +66,10 @@ def _check_tensor(name, t, ndim):
         raise ValueError(f"{name}: {t.numel()} elements; the TileLang kernels index in int32 (< 2**31)")
 
 
-@functools.lru_cache(maxsize=4096)
 def _orientation(M, K, N, a_stride, b_stride, a_based, b_based, size):
     """(how A is read, how B is read, K padding) per the module's copy rule, from the
     operands' strides and base alignment: "K" / "MN" read as they are, "copy" = one K-major
-    copy. Cached: a repeated call pays one dictionary lookup."""
+    copy."""
     sixteen_bit = size == 2
     pad = (-K) % (_TMA_ALIGN // size)
 
@@ -163,16 +162,10 @@ def _compiled(spec: KernelSpec):
     return tilelang.compile(build(spec), target="cuda", pass_configs=PASS_CONFIGS)
 
 
-@functools.lru_cache(maxsize=256)
-def _unswapped(schedule: Schedule) -> Schedule:
-    return schedule.swap_ab(False)
-
-
-@functools.lru_cache(maxsize=1024)
 def _kernel_for(a_dtype, b_dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, scale_a, scale_b,
                 bias_dtype, bias_per_row):
     """The compiled kernel of a launch (``schedule`` without swap-AB), after the shared-memory
-    check; cached on the launch's constants so a repeated call builds no KernelSpec."""
+    check (``_compiled`` caches per KernelSpec; ``_LAUNCHES`` spares a repeated call even this)."""
     need = shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype)
     if need > smem_limit:
         raise ValueError(f"schedule: needs {need} bytes of shared memory (num_stages={schedule.num_stages}, "
@@ -310,18 +303,18 @@ def _launch_key(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
             signature(scale_b), signature(bias))
 
 
-def _cached(key_args) -> tuple:
-    """(key, cached launch or None); key None when an argument is not a tensor or not
-    hashable (``_prepare`` then names it)."""
+def _cached(*args) -> tuple:
+    """(key, cached launch or None) of ``_launch_key(*args)``; key None when an argument is
+    not a tensor or not hashable (``_prepare`` then names it)."""
     try:
-        key = _launch_key(*key_args)
+        key = _launch_key(*args)
         return key, _LAUNCHES.get(key)
     except (AttributeError, TypeError):
         return None, None
 
 
 def _launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
-    key, launch = _cached((a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms))
+    key, launch = _cached(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
     if launch is None:
         launch = _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
         if not isinstance(launch, _Launch):  # an empty problem's result
@@ -339,7 +332,7 @@ def cached_launch(a, b, schedule, out):
     ``launch(a2, b2, out2, None, None, None)`` with tensors of the same signatures it repeats
     that call without validating again (tlgemm.matmul does so); ``out2=None`` allocates the
     output, which serves exactly when ``out`` was a fresh ``torch.empty`` of the result."""
-    return _cached((a, b, schedule, out, None, None, None, None, None))[1]
+    return _cached(a, b, schedule, out, None, None, None, None, None)[1]
 
 
 def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
@@ -359,7 +352,7 @@ def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
     if swap:
         a, b, M, N = b.t(), a.t(), N, M
         modes = [{"col": "row"}.get(modes[1], modes[1]), {"row": "col"}.get(modes[0], modes[0])]
-        schedule = _unswapped(schedule)
+        schedule = schedule.swap_ab(False)
     orientation = _orientation(M, K, N, a.stride(), b.stride(), a.data_ptr() % _TMA_ALIGN == 0,
                                b.data_ptr() % _TMA_ALIGN == 0, a.element_size())
     a_major, b_major = ("MN" if how == "MN" else "K" for how in orientation[:2])
