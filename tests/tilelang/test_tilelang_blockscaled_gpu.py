@@ -46,3 +46,20 @@ def test_bias_and_fp32_output(generator):
     a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
     b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
     assert_gemm_close(out, reference_gemm(a64, b64.T, bias=bias), FP8)
+
+
+@pytest.mark.parametrize("M", [256, 333])
+def test_scales_in_either_orientation(generator, M):
+    """A's scales outer-dim-major (torch._scaled_mm's layout, which the kernel reads without a
+    copy) and B's as a transposed view give the same result as dense ones."""
+    N, K = 384, 640
+    a = random_operand((M, K), FP8, generator=generator, device=DEV)
+    b = random_operand((N, K), FP8, generator=generator, device=DEV)
+    sa, sb = _scales((M, K // 128), generator), _scales((N // 128, K // 128), generator)
+    dense = blockscaled_matmul(a, b, sa, sb)
+    out = poisoned((M, N), torch.bfloat16, DEV)
+    blockscaled_matmul(a, b, sa.t().contiguous().t(), sb.t().contiguous().t(), out=out)
+    assert torch.equal(out, dense)
+    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
+    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
+    assert_gemm_close(out, reference_gemm(a64, b64.T), FP8)

@@ -90,8 +90,9 @@ def test_swap_ab_runs_the_plain_kernel_on_the_swapped_problem():
 
 
 def test_blockscaled_kernel_lowers():
-    """QGMMA e4m3 into a temporary accumulator cleared by scale-d = 0, then the promotion
-    with the staged scales, per 128-deep K block."""
+    """QGMMA e4m3 into two temporary accumulators, each batch cleared by scale-d = 0; the next
+    K block's batch is in flight (wait_group 1) while the previous one is promoted; A and B
+    arrive by TMA, the scales by cp.async tracked by the same mbarrier."""
     import tilelang
     from tilelang import tvm
 
@@ -105,9 +106,11 @@ def test_blockscaled_kernel_lowers():
         src = tilelang.lower(blockscaled_gemm(spec), target=target).kernel_source
     wgmma = re.findall(r"wgmma_ss<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
                        r"tl::DataType::kFloat32, 64, 128, 32, false, false, 1, 1>\([^;]*, (\w+|\d)\);", src)
-    assert len(wgmma) == 4 and wgmma[0] == "0" and set(wgmma[1:]) == {"1"}, wgmma
-    assert "warpgroup_wait<0>" in src and "SA_T[" in src and "SB[" in src
+    assert len(wgmma) == 16 and wgmma == ["0", "1", "1", "1"] * 4, wgmma
+    assert "warpgroup_wait<1>" in src and "warpgroup_wait<0>" in src
     assert "mma.sync" not in src and src.count("tl::tma_load(") == 2
+    assert "SA_T[" in src and "SB_T[" in src and "mbarrier_cp_async_arrive_noinc" in src
+    assert "warpgroup_reg_alloc<232>" in src and "warpgroup_reg_dealloc<40>" in src
 
 
 def test_blockscaled_schedule_rules():

@@ -1,7 +1,7 @@
 """The TileLang kernels' machine code for sm_90a, compiled with the CUDA toolkit (no GPU).
 
 * ptxas' report (needs nvcc): no kernel family has its wgmma serialised (C7515 / C7510); the
-  persistent and Stream-K kernels keep their register budgets (no C7507, "setmaxnreg ignored") and spills
+  persistent, Stream-K and block-scaled kernels keep their register budgets (no C7507, "setmaxnreg ignored") and spills
   nothing.
 * SASS (needs nvdisasm or cuobjdump as well, from PATH or the test extra's
   nvidia-cuda-nvdisasm wheel): every family issues the Hopper warpgroup MMA of
@@ -32,7 +32,8 @@ from .test_tilelang_lowering import CASES
 GMMA = {"persistent-bf16": "HGMMA", "persistent-f16-mn": "HGMMA", "scaled-e4m3": "QGMMA",
         "streamk-tf32": "HGMMA", "streamk-bf16": "HGMMA", "persistent-int8": "IGMMA", "blockscaled-e4m3": "QGMMA"}
 #: Kernels whose producer and consumers run separate branches, so setmaxnreg must hold.
-SEPARATE_BRANCHES = ("persistent-bf16", "persistent-f16-mn", "scaled-e4m3", "streamk-bf16", "persistent-int8")
+SEPARATE_BRANCHES = ("persistent-bf16", "persistent-f16-mn", "scaled-e4m3", "streamk-bf16", "persistent-int8",
+                     "blockscaled-e4m3")
 
 
 def _find_disassembler() -> str | None:

@@ -285,8 +285,10 @@ class BlockScaledSpec:
 
 def blockscaled_gemm(spec: BlockScaledSpec):
     """C = Σ_kb (A · Bᵀ)[:, :, kb] · scale_a[:, kb] · scale_b[n // 128, kb] (+ bias): A [M, K],
-    B [N, K] fp8 (K-major), SA_T = scale_aᵀ [K/128, M], SB [N/128, K/128]; persistent over
-    whole tiles, each K block promoted on the CUDA cores (``BlockScaledContext``)."""
+    B [N, K] fp8 (K-major), SA_T = scale_aᵀ [K/128, M], SB_T = scale_bᵀ [K/128, ceil(N/128)]
+    (``GroupScaleView``); persistent over whole tiles, producer and consumers in separate
+    branches (``persistent_gemm``), each K block promoted on the CUDA cores while the next
+    one's wgmma runs (``BlockScaledContext``)."""
     ctx = BlockScaledContext(spec.schedule, spec.a_dtype, spec.b_dtype, spec.out_storage)
     M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
     KB, NB = T.dynamic("KB"), T.dynamic("NB")
@@ -297,20 +299,27 @@ def blockscaled_gemm(spec: BlockScaledSpec):
     @T.prim_func
     def gemm(A: T.Tensor((M, K), ctx.a_storage), B: T.Tensor((N, K), ctx.b_storage),
              C: T.Tensor((M, NC), spec.out_storage), SA_T: T.Tensor((KB, M), "float32"),
-             SB: T.Tensor((NB, KB), "float32"), bias: T.Tensor(bias_shape, spec.bias_storage or "float32")):
+             SB_T: T.Tensor((KB, NB), "float32"), bias: T.Tensor(bias_shape, spec.bias_storage or "float32")):
         with T.Kernel(num_programs, threads=ctx.threads) as pid:
             tensorA = make_tensor_view(A, "A", "K")
             tensorB = make_tensor_view(B, "B", "K")
             tensorC = make_output_view(C, M, N)
-            scales = make_group_scale_view(SA_T, SB, M, N)
+            scales = make_group_scale_view(SA_T, SB_T, M, N)
             bias_view = make_bias_view(bias, N) if spec.bias_storage is not None else None
             ctx.allocate()
             sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
             start, _, step = sched.persistent_tile_range()
-            for t in T.serial(sched.num_local_tiles()):
-                tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
-                ctx.reduce_axis_blockscaled(tensorA, tensorB, scales, tile, 0, sched.iters_per_tile)
-                tensorC.store(ctx, tile, bias=bias_view)
-            tensorC.drain(ctx)
+            if ctx.is_producer():
+                ctx.set_registers(producer=True)
+                for t in T.serial(sched.num_local_tiles()):
+                    tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
+                    ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0, sched.iters_per_tile)
+            else:
+                ctx.set_registers(producer=False)
+                for t in T.serial(sched.num_local_tiles()):
+                    tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
+                    ctx.consume_blockscaled(tile, 0, sched.iters_per_tile)
+                    tensorC.store(ctx, tile, bias=bias_view)
+                tensorC.drain(ctx)
 
     return gemm

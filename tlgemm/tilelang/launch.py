@@ -454,9 +454,13 @@ _SCALE_BLOCK = 128
 
 
 def _blockscaled_smem(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
-    """The GEMM's shared memory plus the ring's staged scales (one float32 per tile row and column)."""
+    """The GEMM's shared memory plus the ring's staged scales (float32: one per tile row and
+    one per 128-column block the tile touches)."""
+    from .stages import BlockScaledContext
+
+    width = BlockScaledContext.b_scale_width_of(schedule.block_n)
     return (shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype)
-            + schedule.num_stages * (schedule.block_m + schedule.block_n) * 4)
+            + schedule.num_stages * (schedule.block_m + width) * 4)
 
 
 def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: int = 232448) -> Schedule:
@@ -501,7 +505,7 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
                        num_sms=None):
     """DeepSeek-V3's block-scaled FP8 GEMM, same contract as tlgemm.triton.blockscaled_matmul:
     a [M, K] and b [N, K] fp8, scale_a [M, K/128] and scale_b [N/128, K/128] float32 (any
-    strides; A's scales are copied K-block-major, [K/128, M], when not already so), K a
+    strides; each is copied K-block-major, [K/128, rows], when not already so), K a
     multiple of 128, any M and N (scale_b has ceil(N/128) rows, DeepGEMM's layout for
     N = 2112); out_dtype bf16 (default), fp16 or fp32; optional bias [N]."""
     for name, t in (("a", a), ("b", b)):
@@ -551,11 +555,10 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
         return target
     A = a if a.is_contiguous() and a.data_ptr() % _TMA_ALIGN == 0 else _k_major_copy(a, 0)
     B = b if b.is_contiguous() and b.data_ptr() % _TMA_ALIGN == 0 else _k_major_copy(b, 0)
-    sa_t = scale_a.t().contiguous()
     step = _TMA_ALIGN // target.element_size()
     dense = target.is_contiguous() and N % step == 0 and target.data_ptr() % _TMA_ALIGN == 0
     C = target if dense else torch.empty((M, N), dtype=out_dtype, device=device)
-    _compiled_blockscaled(spec)(A, B, C, sa_t, scale_b.contiguous(),
+    _compiled_blockscaled(spec)(A, B, C, scale_a.t().contiguous(), scale_b.t().contiguous(),
                                 bias_vec if bias_vec is not None else _placeholder(device))
     if C is not target:
         target.copy_(C)

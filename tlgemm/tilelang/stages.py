@@ -20,9 +20,7 @@ previous K-iteration, so the tensor cores never wait for the issue of the next b
 
 Register budgets (``setmaxnreg``, PTX ISA 9.7.17.1) take effect only where producer and
 consumers run separate code to the end of the kernel: the persistent and Stream-K kernels
-walk their work in two branches (``produce`` / ``consume``); the block-scaled kernel shares
-one loop (``reduce_axis_blockscaled``), so ptxas ignores its ``setmaxnreg`` (its note C7507)
-and every thread keeps the launch's register count.
+and the block-scaled kernel walk their work in two branches (``produce`` / ``consume``).
 
 Producer and consumers walk the same work items (``ScheduleContext``) and count K-iterations
 the same way, so slot ``it % S`` and phase ``(it // S) & 1`` agree on both sides.
@@ -501,83 +499,157 @@ class ScheduleContext:
 
 
 class GroupScaleView:
-    """DeepSeek-style block scales: A per (row, 128-deep K block) stored K-block-major
-    ([K/128, M], so one K block's scales of consecutive rows are contiguous) and B per
-    (128-row block, K block) ([N/128, K/128])."""
+    """DeepSeek-style block scales, both stored K-block-major so that one K block's scales of
+    consecutive rows (A) or column blocks (B) are contiguous: A's per (row, 128-deep K
+    block) as ``a_scale_t`` [K/128, M], B's per (128-row block of N, K block) as
+    ``b_scale_t`` [K/128, ceil(N/128)]. Indices are clamped so edge tiles read in bounds."""
 
-    def __init__(self, a_scale_t, b_scale, M, N):
-        self.a_scale_t, self.b_scale, self.M, self.N = a_scale_t, b_scale, M, N
+    def __init__(self, a_scale_t, b_scale_t, M, N):
+        self.a_scale_t, self.b_scale_t, self.M, self.N = a_scale_t, b_scale_t, M, N
 
-    def a(self, kb, row):
-        return self.a_scale_t[kb, T.min(row, self.M - 1)]
+    def copy_a(self, smem, stage, i, kb, m0):
+        """cp.async (4 bytes, PTX ISA 9.7.9.25.3) of row m0 + i's scale of K block kb to
+        smem[stage, i]."""
+        index = kb * self.M + T.min(m0 + i, self.M - 1)
+        return T.ptx_cp_async(smem.access_ptr("w", offset=stage * smem.shape[1] + i, extent=1),
+                              self.a_scale_t.access_ptr("r", offset=index, extent=1), 1)
 
-    def b(self, kb, col):
-        return self.b_scale[T.min(col, self.N - 1) // 128, kb]
+    def copy_b(self, smem, stage, i, kb, first_block):
+        """cp.async of column block first_block + i's scale of K block kb to smem[stage, i]."""
+        blocks = self.b_scale_t.shape[1]
+        index = kb * blocks + T.min(first_block + i, blocks - 1)
+        return T.ptx_cp_async(smem.access_ptr("w", offset=stage * smem.shape[1] + i, extent=1),
+                              self.b_scale_t.access_ptr("r", offset=index, extent=1), 1)
 
 
-def make_group_scale_view(a_scale_t, b_scale, M, N) -> GroupScaleView:
-    return GroupScaleView(a_scale_t, b_scale, M, N)
+def make_group_scale_view(a_scale_t, b_scale_t, M, N) -> GroupScaleView:
+    return GroupScaleView(a_scale_t, b_scale_t, M, N)
+
+
+#: Width of B's scale block along N (DeepSeek-V3's 128x128 weight blocks).
+SCALE_BLOCK = 128
 
 
 class BlockScaledContext(GemmContext):
     """GemmContext for the block-scaled FP8 GEMM (DeepGEMM's method): each 128-deep K block
     is multiplied by WGMMA into a temporary accumulator from zero, then promoted on the CUDA
-    cores, acc += tmp · scale_a[row] · scale_b[col]. The producer warp also stages the K
-    block's scales in shared memory (one row of ``bm`` A scales, ``bn`` B scales per ring
-    slot), published by the same ``full`` barrier arrival (mbarrier.arrive releases the
-    warp's prior shared-memory writes, PTX ISA 9.7.13.15.13). Every consumer thread reads
-    the slot's scales, so every one arrives on ``empty`` after its promotion."""
+    cores, acc += tmp · scale_a[row] · scale_b[col].
+
+    The producer warp stages each K block's scales in the ring slot beside its A and B tiles
+    (``bm`` A scales, and the B scales of the ``b_scale_width`` 128-column blocks the tile
+    touches) with cp.async, and the ``full`` barrier completes only once those copies have
+    landed (``cp.async.mbarrier.arrive.noinc``, PTX ISA 9.7.9.25.3.3): the producer never
+    waits for a global load, which would otherwise bound it to one K block per load
+    latency. The consumers keep two temporaries: K block k + 1's wgmma is
+    issued before K block k is promoted, so the tensor cores work during the promotion
+    (``wgmma.wait_group 1`` retires only the older batch, PTX ISA 9.7.15.5.2). Every
+    consumer thread reads the slot's scales, so every one arrives on ``empty`` after its
+    promotion."""
 
     release_arrivals = 128
 
     def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, out_storage: str):
-        if schedule.block_k != 128:
-            raise ValueError(f"schedule: block_k must be 128 (the scale block along K), got {schedule.block_k}")
+        if schedule.block_k != SCALE_BLOCK:
+            raise ValueError(f"schedule: block_k must be {SCALE_BLOCK} (the scale block along K), "
+                             f"got {schedule.block_k}")
         super().__init__(schedule, a_dtype, b_dtype, "f32", out_storage)
+        self.scale_aligned = self.scale_blocks_aligned(schedule.block_n)
+        self.b_scale_width = self.b_scale_width_of(schedule.block_n)
+
+    @staticmethod
+    def scale_blocks_aligned(block_n: int) -> bool:
+        """Every tile starts on a 128-column boundary (block_n divides 128 or is a multiple of
+        it): column j of a tile then has B scale j // 128 of the tile's first block."""
+        return SCALE_BLOCK % block_n == 0 or block_n % SCALE_BLOCK == 0
+
+    @staticmethod
+    def b_scale_width_of(block_n: int) -> int:
+        """B scales staged per ring slot: the 128-column blocks a tile can touch."""
+        return -(-block_n // SCALE_BLOCK) + (0 if BlockScaledContext.scale_blocks_aligned(block_n) else 1)
 
     def allocate(self):
-        super().allocate()
+        super().allocate(registers=False)
         S, em = self.num_stages, self.emitter
-        self.tmp = T.alloc_fragment((self.block_m, self.block_n), "float32")
+        self.tmp = (T.alloc_fragment((self.block_m, self.block_n), "float32"),
+                    T.alloc_fragment((self.block_m, self.block_n), "float32"))
         self.a_scales = T.alloc_shared((S, self.block_m), "float32")
-        self.b_scales = T.alloc_shared((S, self.block_n), "float32")
-        T.annotate_layout({self.tmp: em.accum_layout()})
+        self.b_scales = T.alloc_shared((S, self.b_scale_width), "float32")
+        T.annotate_layout({self.tmp[0]: em.accum_layout(), self.tmp[1]: em.accum_layout()})
 
-    def reduce_axis_blockscaled(self, tensorA: InputView, tensorB: InputView, scales: GroupScaleView, tile: Tile,
-                                k_begin, k_end):
-        """acc = Σ_kb (A[tile rows, kb] · B[kb, tile cols]) · scale_a · scale_b."""
+    def produce_blockscaled(self, tensorA: InputView, tensorB: InputView, scales: GroupScaleView, tile: Tile,
+                            k_begin, k_end):
+        """Producer side: A and B by TMA into the ring, the K block's scales by cp.async (lane l
+        copies A rows l, l + 32, ... and B block l); each lane's arrival on ``full`` waits for
+        its copies (``cp.async.mbarrier.arrive.noinc``), so no lane waits for a load."""
         S, bm, bn, bk = self.num_stages, self.block_m, self.block_n, self.block_k
-        em, it = self.emitter, self.iteration
-        a_smem, b_smem, full, empty = self.a_smem, self.b_smem, self.full, self.empty
-        acc, tmp, a_scales, b_scales = self.acc, self.tmp, self.a_scales, self.b_scales
-        a_bytes, b_bytes, producer = self.a_bytes, self.b_bytes, self.consumer_threads
+        it, a_smem, b_smem, full, empty = self.iteration, self.a_smem, self.b_smem, self.full, self.empty
+        a_scales, b_scales, width = self.a_scales, self.b_scales, self.b_scale_width
+        producer, rows = self.consumer_threads, bm // PRODUCER_LANES
+        first_block = tile.n0 // SCALE_BLOCK
 
         @T.macro
-        def _reduce(it):
-            if self.is_producer():
-                if T.get_thread_binding() < producer + PRODUCER_LANES:
-                    lane = T.get_thread_binding() - producer
-                    for k in T.serial(k_begin, k_end):
-                        T.mbarrier_wait_parity(empty[_slot(it, S)], _phase(it, S) ^ 1)
-                        tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)])
-                        tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)])
-                        for r in T.serial(bm // PRODUCER_LANES):
-                            a_scales[_slot(it, S), r * PRODUCER_LANES + lane] = scales.a(
-                                k, tile.m0 + r * PRODUCER_LANES + lane)
-                        for c in T.serial(bn // PRODUCER_LANES):
-                            b_scales[_slot(it, S), c * PRODUCER_LANES + lane] = scales.b(
-                                k, tile.n0 + c * PRODUCER_LANES + lane)
-                        T.mbarrier_arrive(full[_slot(it, S)])
-                        it += 1
-            else:
-                T.clear(acc)
+        def _produce(it):
+            if T.get_thread_binding() < producer + PRODUCER_LANES:
+                lane = T.get_thread_binding() - producer
                 for k in T.serial(k_begin, k_end):
-                    T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
-                    em.ss(a_smem, b_smem, tmp, clear_accum=True, wait=0,
-                          a_stage_offset=_slot(it, S) * a_bytes, b_stage_offset=_slot(it, S) * b_bytes)
-                    for i, j in T.Parallel(bm, bn):
-                        acc[i, j] = acc[i, j] + tmp[i, j] * a_scales[_slot(it, S), i] * b_scales[_slot(it, S), j]
-                    self.release(_slot(it, S))
+                    T.mbarrier_wait_parity(empty[_slot(it, S)], _phase(it, S) ^ 1)
+                    tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)])
+                    tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)])
+                    for r in T.unroll(rows):
+                        scales.copy_a(a_scales, _slot(it, S), r * PRODUCER_LANES + lane, k, tile.m0)
+                    if lane < width:
+                        scales.copy_b(b_scales, _slot(it, S), lane, k, first_block)
+                    T.cp_async_barrier_noinc(full[_slot(it, S)])
                     it += 1
 
-        return _reduce(it)
+        return _produce(it)
+
+    def consume_blockscaled(self, tile: Tile, k_begin, k_end):
+        """Consumer side: acc = Σ_kb (A[tile rows, kb] · B[kb, tile cols]) · scale_a · scale_b,
+        K block k + 1's wgmma in flight while K block k is promoted (``k_end > k_begin``)."""
+        S, bm, bn = self.num_stages, self.block_m, self.block_n
+        em, it = self.emitter, self.iteration
+        a_smem, b_smem, full, acc, tmp = self.a_smem, self.b_smem, self.full, self.acc, self.tmp
+        a_scales, b_scales, a_bytes, b_bytes = self.a_scales, self.b_scales, self.a_bytes, self.b_bytes
+        aligned = self.scale_aligned
+
+        def b_index(j):
+            return j // SCALE_BLOCK if aligned else (tile.n0 + j) // SCALE_BLOCK - tile.n0 // SCALE_BLOCK
+
+        @T.macro
+        def issue(t, it):
+            T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
+            em.ss(a_smem, b_smem, t, clear_accum=True, wait=None,
+                  a_stage_offset=_slot(it, S) * a_bytes, b_stage_offset=_slot(it, S) * b_bytes)
+
+        @T.macro
+        def promote(t, it):
+            for i, j in T.Parallel(bm, bn):
+                acc[i, j] = acc[i, j] + t[i, j] * (a_scales[_slot(it, S), i] * b_scales[_slot(it, S), b_index(j)])
+            self.release(_slot(it, S))
+
+        @T.macro
+        def _consume(it):
+            T.clear(acc)
+            issue(tmp[0], it)
+            for _ in T.serial(T.truncdiv(k_end - k_begin - 1, 2)):
+                issue(tmp[1], it + 1)
+                em.wait(1)
+                promote(tmp[0], it)
+                issue(tmp[0], it + 2)
+                em.wait(1)
+                promote(tmp[1], it + 1)
+                it += 2
+            if T.truncmod(k_end - k_begin - 1, 2) == 1:
+                issue(tmp[1], it + 1)
+                em.wait(1)
+                promote(tmp[0], it)
+                em.wait(0)
+                promote(tmp[1], it + 1)
+                it += 2
+            else:
+                em.wait(0)
+                promote(tmp[0], it)
+                it += 1
+
+        return _consume(it)
