@@ -459,9 +459,14 @@ def _operand(t: torch.Tensor) -> torch.Tensor:
 
 def _tilelang_layout(name: str, t: torch.Tensor, K: int) -> tuple[str, str]:
     """What tlgemm.tilelang's launcher does with operand ``name`` (its documented copy rule),
-    and the major order ("K" or "MN") the kernel then reads."""
-    (rows, cols), (rs, cs), size = t.shape, t.stride(), t.element_size()
+    and the major order ("K" or "MN") the kernel then reads; a batched operand must also be
+    dense across the batch."""
+    (rows, cols), (rs, cs), size = t.shape[-2:], t.stride()[-2:], t.element_size()
     based = t.data_ptr() % 16 == 0
+    pad = "; K zero-padded to 16-byte rows (a copy)" if K * size % 16 else ""
+    if t.dim() == 3 and t.shape[0] > 1 and t.stride(0) != rows * cols:
+        return ("copied to K-major by the TileLang launcher (the batch stride is not one matrix, which its "
+                f"3-D TMA box needs){pad}"), "K"
 
     def dense(unit: int, lead: int, extent: int, single: bool) -> bool:
         return unit == 1 and (lead == extent or single)
@@ -470,7 +475,6 @@ def _tilelang_layout(name: str, t: torch.Tensor, K: int) -> tuple[str, str]:
         k_major, mn_major, mn = dense(cs, rs, K, rows == 1), dense(rs, cs, rows, K == 1), rows
     else:
         k_major, mn_major, mn = dense(rs, cs, K, cols == 1), dense(cs, rs, cols, K == 1), cols
-    pad = "; K zero-padded to 16-byte rows (a copy)" if K * size % 16 else ""
     if k_major and based:
         return f"K-major, read as it is{pad}", "K"
     if mn_major and based and size == 2 and mn * size % 16 == 0:
@@ -816,7 +820,7 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
         reasons.append("float32 inputs computed in TF32 (torch.backends.cuda.matmul.allow_tf32)")
     majors = []
     for name, t in (("a", a), ("b", b)):
-        if plan.backend == "tilelang" and ndim == 2:
+        if plan.backend == "tilelang":
             state, major = _tilelang_layout(name, t, K)
         else:
             why, order = _layout(t)

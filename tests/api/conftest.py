@@ -74,7 +74,7 @@ def fake_gpu(monkeypatch, tmp_path):
     """Returns a namespace: .triton and .tilelang (FakeBackend), .target (settable), .selects
     (count of select() calls)."""
     monkeypatch.setenv("TLGEMM_CACHE_DIR", str(tmp_path / "cache"))
-    ns = types.SimpleNamespace(triton=FakeBackend("triton"), tilelang=FakeBackend("tilelang", ("matmul", "blockscaled_matmul")),
+    ns = types.SimpleNamespace(triton=FakeBackend("triton"), tilelang=FakeBackend("tilelang"),
                                target=api.Target("Fake H100", "cuda", "sm_90", 132, 232448), selects=0)
     monkeypatch.setattr(api, "_target_of", lambda device: ns.target)
     monkeypatch.setattr(api, "_backend_kernel",

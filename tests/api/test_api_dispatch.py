@@ -41,8 +41,12 @@ def test_auto_avoids_tilelang_padding_and_missing_kernels(fake_gpu, generator):
     tlgemm.matmul(a, b, backend="tilelang")
     assert len(fake_gpu.tilelang.calls) == 1
     x, y = torch.randn(2, 16, 32, dtype=torch.bfloat16), torch.randn(2, 32, 16, dtype=torch.bfloat16)
-    tlgemm.bmm(x, y)  # the fake TileLang backend has no bmm
+    tlgemm.bmm(x, y)
+    assert fake_gpu.tilelang.calls[-1][0] == "bmm"
+    tlgemm.bmm(x[..., :30], y[:, :30])  # K rows of 60 bytes
     assert fake_gpu.triton.calls[-1][0] == "bmm"
+    del fake_gpu.tilelang.module.bmm
+    api._forget_plans()
     with pytest.raises(ValueError, match=r"'tilelang' cannot run this: tlgemm\.tilelang has no bmm kernel"):
         tlgemm.bmm(x, y, backend="tilelang")
 
@@ -126,10 +130,12 @@ def test_tilelang_gets_operands_as_they_are(fake_gpu):
     assert fake_gpu.tilelang.calls[-1][1] is a  # its launcher applies its own copy rule
 
 
-def test_expanded_batch_is_not_copied(fake_gpu, generator):
+def test_expanded_batch_is_not_copied_by_triton(fake_gpu, generator):
+    """The Triton backend reads a stride-0 batch as it is (TileLang's launcher copies it: its
+    3-D TMA box needs a dense batch)."""
     a = torch.randn(1, 32, 64, dtype=torch.bfloat16).expand(4, 32, 64)
     b = torch.randn(4, 64, 16, dtype=torch.bfloat16)
-    out = tlgemm.bmm(a, b)
+    out = tlgemm.bmm(a, b, backend="triton")
     assert fake_gpu.triton.calls[-1][1].stride(0) == 0
     assert_gemm_close(out, a.double() @ b.double(), torch.bfloat16)
 

@@ -103,12 +103,16 @@ def test_addmm(backend, kind, alpha, beta, generator):
     assert_gemm_close(out, ref, torch.bfloat16, what=f"addmm {backend} {kind}")
 
 
-def test_bmm(generator):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bmm(backend, generator):
+    _need(backend, "bmm")
     a = random_operand((1, 77, 512), torch.bfloat16, generator=generator, device="cuda").expand(3, 77, 512)
     b = random_operand((3, 256, 512), torch.bfloat16, generator=generator, device="cuda").mT
     out = poisoned((3, 77, 256), torch.bfloat16, "cuda")
-    assert tlgemm.bmm(a, b, out=out) is out
+    assert tlgemm.bmm(a, b, out=out, backend=backend) is out
     assert_gemm_close(out, a.double() @ b.double(), torch.bfloat16)
+    c = tlgemm.bmm(a.mT.contiguous().mT, b.contiguous(), backend=backend)
+    assert_gemm_close(c, a.double() @ b.double(), torch.bfloat16)
 
 
 @pytest.mark.parametrize("dtype", [E4M3, torch.int8], ids=str)

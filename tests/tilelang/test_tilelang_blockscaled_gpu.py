@@ -7,7 +7,7 @@ import torch
 import tlgemm.triton as TR
 from tlgemm.quantize import dequantize_fp8_blockwise
 from tlgemm.testing import assert_gemm_close, poisoned, random_operand, reference_gemm
-from tlgemm.tilelang.launch import blockscaled_matmul
+from tlgemm.tilelang.launch import blockscaled_bmm, blockscaled_matmul
 
 pytestmark = pytest.mark.gpu
 
@@ -63,3 +63,22 @@ def test_scales_in_either_orientation(generator, M):
     a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
     b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
     assert_gemm_close(out, reference_gemm(a64, b64.T), FP8)
+
+
+@pytest.mark.parametrize("batch, M, N, K", [(3, 65, 2112, 512), (2, 1, 256, 1024), (4, 300, 384, 256)], ids=str)
+def test_batched_matches_reference_and_triton(generator, batch, M, N, K):
+    """FlagGems' batched form: x [B, M, K], y [B, N, K], xs [B, M, K/128] passed outer-dim-major
+    (any strides), ys [B, ceil(N/128), K/128]; every GEMM of the batch checked."""
+    x = random_operand((batch, M, K), FP8, generator=generator, device=DEV)
+    y = random_operand((batch, N, K), FP8, generator=generator, device=DEV)
+    xs = _scales((batch, K // 128, M), generator).mT
+    ys = _scales((batch, -(-N // 128), K // 128), generator)
+    bias = torch.randn(N, generator=generator).to(DEV)
+    out = poisoned((batch, M, N), torch.bfloat16, DEV)
+    assert blockscaled_bmm(x, y, xs, ys, out=out, bias=bias) is out
+    for i in range(batch):
+        a64 = dequantize_fp8_blockwise(x[i], xs[i], (1, 128)).double()
+        b64 = dequantize_fp8_blockwise(y[i], ys[i], (128, 128)).double()
+        assert_gemm_close(out[i], reference_gemm(a64, b64.T, bias=bias), FP8, what=f"batch {i} vs reference")
+    other = TR.blockscaled_bmm(x, y, xs, ys, bias=bias)
+    assert_gemm_close(out, other.double(), FP8, what="vs Triton")

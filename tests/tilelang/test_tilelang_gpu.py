@@ -154,3 +154,51 @@ def test_trace_equals_host_reference(shape, schedule):
     M, N, K = shape
     trace = TL.schedule_trace(M, N, K, schedule, num_sms=132)
     assert trace == [work(p, M, N, K, schedule, 132) for p in range(len(trace))]
+
+
+BMM_CASES = {  # name: (batch, M, N, K, a layout, b layout) with layouts "k" / "mn" / "bcast" (stride-0 batch)
+    "kk": (3, 65, 200, 256, "k", "k"),
+    "mn": (2, 130, 256, 96, "mn", "mn"),
+    "mixed": (4, 1, 72, 77, "k", "mn"),
+    "bcast": (3, 77, 128, 512, "bcast", "k"),
+}
+
+
+def _batched_operand(batch, rows, cols, dtype, generator, layout):
+    """[batch, rows, cols] with rows' elements contiguous ("k" for A, i.e. row-major), or the
+    transposed storage ("mn"), or one matrix expanded over the batch ("bcast")."""
+    if layout == "bcast":
+        return random_operand((1, rows, cols), dtype, generator=generator, device=DEV).expand(batch, rows, cols)
+    if layout == "mn":
+        return random_operand((batch, cols, rows), dtype, generator=generator, device=DEV).mT
+    return random_operand((batch, rows, cols), dtype, generator=generator, device=DEV)
+
+
+@pytest.mark.parametrize("case", BMM_CASES)
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "e4m3", "int8", "tf32"])
+@pytest.mark.parametrize("schedule", [ONE_WG, TWO_WG], ids=["1wg", "2wg"])
+def test_bmm_matches_reference(generator, case, dtype, schedule):
+    """The batched persistent kernel (3-D TMA boxes, batch-major tiles) against the float64
+    reference, every GEMM of the batch, ragged M/N/K, with the module's copy rule for the
+    layouts it cannot read (a broadcast batch, MN-major 8-bit/fp32 operands)."""
+    batch, M, N, K, la, lb = BMM_CASES[case]
+    a_dtype, b_dtype, out_dtype, tol = DTYPES[dtype]
+    a = _batched_operand(batch, M, K, a_dtype, generator, la)
+    b = _batched_operand(batch, N, K, b_dtype, generator, lb).mT  # "k": b [B, K, N] with columns contiguous
+    out = poisoned((batch, M, N), out_dtype, DEV)
+    assert TL.bmm(a, b, _block_k(a_dtype, schedule, out_dtype), out=out) is out
+    check(out, reference_gemm(a, b), tol, f"bmm {case} {dtype}")
+
+
+def test_bmm_epilogue_and_strided_out(generator):
+    """Scales and bias shared by every GEMM; an output that is not dense goes through one
+    temporary; out_dtype float32."""
+    batch, M, N, K = 3, 100, 136, 320
+    a = random_operand((batch, M, K), torch.bfloat16, generator=generator, device=DEV)
+    b = random_operand((batch, N, K), torch.bfloat16, generator=generator, device=DEV).mT
+    sa = (torch.rand(M, generator=generator) + 0.5).to(DEV)
+    sb = (torch.rand(N, generator=generator) + 0.5).to(DEV)
+    bias = torch.randn(N, generator=generator).to(DEV)
+    out = poisoned((batch, N, M), torch.float32, DEV).mT
+    TL.bmm(a, b, ONE_WG, out=out, scale_a=sa, scale_b=sb, bias=bias)
+    check(out, reference_gemm(a, b, scale_a=sa, scale_b=sb, bias=bias), torch.bfloat16, "bmm epilogue")

@@ -57,6 +57,19 @@ def test_structure(lowered):
     assert "warpgroup_wait<1>" in src, "one wgmma batch stays in flight across K-iterations"
 
 
+@pytest.mark.parametrize("major", ["K", "MN"])
+def test_batched_kernel_loads_and_stores_3d_boxes(major):
+    """bmm's kernel: every TMA load and the store carry the tile's GEMM index as the third
+    coordinate; the tiles of all GEMMs are dealt out batch-major by one persistent grid."""
+    src = kernel_source(512, 512, 512, torch.bfloat16, torch.bfloat16, None, SCHEDULE, a_major=major, b_major=major,
+                        batched=True)
+    loads = re.findall(r"tl::tma_load\(([AB])_desc, [^;]*, (\w+)\);", src)
+    assert {name for name, _ in loads} == {"A", "B"} and len({batch for _, batch in loads}) == 1, loads
+    batch = loads[0][1]
+    assert re.search(rf"tl::tma_store\(C_desc, [^;]*, {batch}\);", src)
+    assert "BATCH" in src and "mma.sync" not in src
+
+
 def test_streamk_fixup_is_flagged():
     """Partials published after a consumer-only named barrier with a release store; the owner
     spins with acquire loads, then sets the flag back to 0 (relaxed) for the next launch."""
@@ -111,6 +124,27 @@ def test_blockscaled_kernel_lowers():
     assert "mma.sync" not in src and src.count("tl::tma_load(") == 2
     assert "SA_T[" in src and "SB_T[" in src and "mbarrier_cp_async_arrive_noinc" in src
     assert "warpgroup_reg_alloc<232>" in src and "warpgroup_reg_dealloc<40>" in src
+
+
+def test_batched_blockscaled_kernel_lowers():
+    """blockscaled_bmm's kernel: the TMA loads and the store carry the GEMM index, and the
+    scale copies read the batch's own scale rows."""
+    import tilelang
+    from tilelang import tvm
+
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import PASS_CONFIGS, blockscaled_spec, default_blockscaled_schedule
+
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
+                            default_blockscaled_schedule(4096).persistent(132), 132, batched=True)
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+    with tvm.transform.PassContext(opt_level=3, config=PASS_CONFIGS), target:
+        src = tilelang.lower(blockscaled_gemm(spec), target=target).kernel_source
+    loads = re.findall(r"tl::tma_load\(([AB])_desc, [^;]*, (\w+)\);", src)
+    assert {name for name, _ in loads} == {"A", "B"} and len({batch for _, batch in loads}) == 1, loads
+    assert re.search(rf"tl::tma_store\(C_desc, [^;]*, {loads[0][1]}\);", src)
+    copies = re.findall(r"cp_async_gs_conditional<4>\([^;]*(SA_T|SB_T)\[([^;]*)", src)
+    assert {name for name, _ in copies} == {"SA_T", "SB_T"} and all("KB" in index for _, index in copies), copies
 
 
 def test_blockscaled_schedule_rules():

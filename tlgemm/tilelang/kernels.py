@@ -39,7 +39,8 @@ class KernelSpec:
     out_storage: TileLang dtype of C; a_major/b_major "K"/"MN"; scale_a None/"tensor"/"row";
     scale_b None/"tensor"/"col"; bias_storage None or the bias' TileLang dtype; bias_per_row:
     the bias has one value per row of C (length M) instead of per column; num_sms: the
-    persistent grid bound (the device's SM count).
+    persistent grid bound (the device's SM count); batched: A, B and C have a batch dimension
+    in front (``persistent_gemm`` only), the scales and bias are shared by every GEMM.
     """
 
     a_dtype: str
@@ -54,6 +55,7 @@ class KernelSpec:
     scale_b: str | None = None
     bias_storage: str | None = None
     bias_per_row: bool = False
+    batched: bool = False
 
     @property
     def has_scale(self) -> bool:
@@ -68,10 +70,12 @@ class KernelSpec:
                            a_major=self.a_major, b_major=self.b_major)
 
 
-def _operand_shapes(spec: KernelSpec, M, N, K):
+def _operand_shapes(spec: KernelSpec, M, N, K, NC, batch):
+    """Shapes of A, B and C (C's rows padded to NC columns), batch first when batched."""
     a_shape = (M, K) if spec.a_major == "K" else (K, M)
     b_shape = (N, K) if spec.b_major == "K" else (K, N)
-    return a_shape, b_shape
+    lead = (batch,) if spec.batched else ()
+    return lead + a_shape, lead + b_shape, lead + (M, NC)
 
 
 def _epilogue_shapes(spec: KernelSpec, M, N):
@@ -97,14 +101,20 @@ def persistent_gemm(spec: KernelSpec):
     """C = epilogue(A · B); program p runs whole tiles p, p + P, ... (P = min(SMs, tiles)).
     The producer warpgroup and the consumers walk the tiles in separate branches, so each
     keeps its own register budget (``GemmContext.set_registers``). Without scales and bias
-    the kernel takes A, B and C only (each tensor argument costs host time per launch)."""
+    the kernel takes A, B and C only (each tensor argument costs host time per launch).
+    Batched (``spec.batched``): C[b] = epilogue(A[b] · B[b]) for b < BATCH, the BATCH · tiles
+    tiles dealt out batch-major (``ScheduleContext.get_batched_tile_from_idx``)."""
     ctx = spec.context()
-    M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
-    a_shape, b_shape = _operand_shapes(spec, M, N, K)
+    M, N, K, NC, BATCH = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC"), T.dynamic("BATCH")
+    a_shape, b_shape, c_shape = _operand_shapes(spec, M, N, K, NC, BATCH)
     sa_shape, sb_shape, bias_shape = _epilogue_shapes(spec, M, N)
     bias_dtype = spec.bias_storage or "float32"
     s = spec.schedule
-    num_programs = T.min(spec.num_sms, T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n))
+    tiles = T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n) * (BATCH if spec.batched else 1)
+    num_programs = T.min(spec.num_sms, tiles)
+
+    def tile_of(sched, tile_id):
+        return sched.get_batched_tile_from_idx(tile_id) if spec.batched else sched.get_tile_from_idx(tile_id)
 
     @T.macro
     def body(A, B, C, A_scale, B_scale, bias):
@@ -112,16 +122,17 @@ def persistent_gemm(spec: KernelSpec):
             tensorA, tensorB, tensorC, scale, bias_view = _views(spec, A, B, C, A_scale, B_scale, bias, M, N)
             ctx.allocate(registers=False)
             sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
-            start, _, step = sched.persistent_tile_range()
+            total = sched.batched_total_tiles(BATCH) if spec.batched else None
+            start, _, step = sched.persistent_tile_range(total)
             if ctx.is_producer():
                 ctx.set_registers(producer=True)
-                for t in T.serial(sched.num_local_tiles()):
-                    tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
+                for t in T.serial(sched.num_local_tiles(total)):
+                    tile = ctx.bind_tile(tile_of(sched, start + t * step))
                     ctx.produce(tensorA, tensorB, tile, 0, sched.iters_per_tile)
             else:
                 ctx.set_registers(producer=False)
-                for t in T.serial(sched.num_local_tiles()):
-                    tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
+                for t in T.serial(sched.num_local_tiles(total)):
+                    tile = ctx.bind_tile(tile_of(sched, start + t * step))
                     ctx.consume(0, sched.iters_per_tile)
                     tensorC.store(ctx, tile, scale=scale, bias=bias_view)
                 tensorC.drain(ctx)
@@ -129,13 +140,13 @@ def persistent_gemm(spec: KernelSpec):
     if spec.has_epilogue:
         @T.prim_func
         def gemm(A: T.Tensor(a_shape, ctx.a_storage), B: T.Tensor(b_shape, ctx.b_storage),
-                 C: T.Tensor((M, NC), spec.out_storage), A_scale: T.Tensor(sa_shape, "float32"),
+                 C: T.Tensor(c_shape, spec.out_storage), A_scale: T.Tensor(sa_shape, "float32"),
                  B_scale: T.Tensor(sb_shape, "float32"), bias: T.Tensor(bias_shape, bias_dtype)):
             body(A, B, C, A_scale, B_scale, bias)
     else:
         @T.prim_func
         def gemm(A: T.Tensor(a_shape, ctx.a_storage), B: T.Tensor(b_shape, ctx.b_storage),
-                 C: T.Tensor((M, NC), spec.out_storage)):
+                 C: T.Tensor(c_shape, spec.out_storage)):
             body(A, B, C, None, None, None)
 
     return gemm
@@ -154,9 +165,11 @@ def streamk_gemm(spec: KernelSpec):
     program publishes at most once, so ``flags`` must be zero at launch and is zero again at
     exit (the launcher keeps one workspace per stream).
     """
+    if spec.batched:
+        raise ValueError("spec: the Stream-K kernel is not batched")
     ctx = spec.context()
     M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
-    a_shape, b_shape = _operand_shapes(spec, M, N, K)
+    a_shape, b_shape, c_shape = _operand_shapes(spec, M, N, K, NC, None)
     sa_shape, sb_shape, bias_shape = _epilogue_shapes(spec, M, N)
     bias_dtype = spec.bias_storage or "float32"
     s = spec.schedule
@@ -165,7 +178,7 @@ def streamk_gemm(spec: KernelSpec):
 
     @T.prim_func
     def gemm(A: T.Tensor(a_shape, ctx.a_storage), B: T.Tensor(b_shape, ctx.b_storage),
-             C: T.Tensor((M, NC), spec.out_storage), A_scale: T.Tensor(sa_shape, "float32"),
+             C: T.Tensor(c_shape, spec.out_storage), A_scale: T.Tensor(sa_shape, "float32"),
              B_scale: T.Tensor(sb_shape, "float32"), bias: T.Tensor(bias_shape, bias_dtype),
              partials: T.Tensor((P, bm, bn), ctx.accum_storage), flags: T.Tensor((P,), "int32")):
         with T.Kernel(P, threads=ctx.threads) as pid:
@@ -281,6 +294,7 @@ class BlockScaledSpec:
     schedule: Schedule
     num_sms: int
     bias_storage: str | None = None
+    batched: bool = False
 
 
 def blockscaled_gemm(spec: BlockScaledSpec):
@@ -288,18 +302,24 @@ def blockscaled_gemm(spec: BlockScaledSpec):
     B [N, K] fp8 (K-major), SA_T = scale_aᵀ [K/128, M], SB_T = scale_bᵀ [K/128, ceil(N/128)]
     (``GroupScaleView``); persistent over whole tiles, producer and consumers in separate
     branches (``persistent_gemm``), each K block promoted on the CUDA cores while the next
-    one's wgmma runs (``BlockScaledContext``)."""
+    one's wgmma runs (``BlockScaledContext``). Batched (``spec.batched``): every tensor but
+    the bias has a batch index in front, the BATCH · tiles tiles dealt out batch-major."""
     ctx = BlockScaledContext(spec.schedule, spec.a_dtype, spec.b_dtype, spec.out_storage)
     M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
-    KB, NB = T.dynamic("KB"), T.dynamic("NB")
+    KB, NB, BATCH = T.dynamic("KB"), T.dynamic("NB"), T.dynamic("BATCH")
     s = spec.schedule
+    lead = (BATCH,) if spec.batched else ()
     bias_shape = (N,) if spec.bias_storage is not None else (1,)
-    num_programs = T.min(spec.num_sms, T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n))
+    tiles = T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n) * (BATCH if spec.batched else 1)
+    num_programs = T.min(spec.num_sms, tiles)
+
+    def tile_of(sched, tile_id):
+        return sched.get_batched_tile_from_idx(tile_id) if spec.batched else sched.get_tile_from_idx(tile_id)
 
     @T.prim_func
-    def gemm(A: T.Tensor((M, K), ctx.a_storage), B: T.Tensor((N, K), ctx.b_storage),
-             C: T.Tensor((M, NC), spec.out_storage), SA_T: T.Tensor((KB, M), "float32"),
-             SB_T: T.Tensor((KB, NB), "float32"), bias: T.Tensor(bias_shape, spec.bias_storage or "float32")):
+    def gemm(A: T.Tensor((*lead, M, K), ctx.a_storage), B: T.Tensor((*lead, N, K), ctx.b_storage),
+             C: T.Tensor((*lead, M, NC), spec.out_storage), SA_T: T.Tensor((*lead, KB, M), "float32"),
+             SB_T: T.Tensor((*lead, KB, NB), "float32"), bias: T.Tensor(bias_shape, spec.bias_storage or "float32")):
         with T.Kernel(num_programs, threads=ctx.threads) as pid:
             tensorA = make_tensor_view(A, "A", "K")
             tensorB = make_tensor_view(B, "B", "K")
@@ -308,16 +328,17 @@ def blockscaled_gemm(spec: BlockScaledSpec):
             bias_view = make_bias_view(bias, N) if spec.bias_storage is not None else None
             ctx.allocate()
             sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
-            start, _, step = sched.persistent_tile_range()
+            total = sched.batched_total_tiles(BATCH) if spec.batched else None
+            start, _, step = sched.persistent_tile_range(total)
             if ctx.is_producer():
                 ctx.set_registers(producer=True)
-                for t in T.serial(sched.num_local_tiles()):
-                    tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
+                for t in T.serial(sched.num_local_tiles(total)):
+                    tile = ctx.bind_tile(tile_of(sched, start + t * step))
                     ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0, sched.iters_per_tile)
             else:
                 ctx.set_registers(producer=False)
-                for t in T.serial(sched.num_local_tiles()):
-                    tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
+                for t in T.serial(sched.num_local_tiles(total)):
+                    tile = ctx.bind_tile(tile_of(sched, start + t * step))
                     ctx.consume_blockscaled(tile, 0, sched.iters_per_tile)
                     tensorC.store(ctx, tile, bias=bias_view)
                 tensorC.drain(ctx)

@@ -30,6 +30,7 @@ the kernel's TVM-FFI entry directly. Stream-K workspaces are kept per stream
 (``_streamk_workspace``).
 """
 
+import dataclasses
 import functools
 
 import torch
@@ -43,9 +44,9 @@ from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
 from .emitter_gemm import PASS_CONFIGS, lower_to_cuda
 from .kernels import KernelSpec, build, schedule_trace_kernel
 
-__all__ = ["matmul", "persistent_matmul", "streamk_matmul", "schedule_trace", "kernel_source", "make_spec",
+__all__ = ["matmul", "persistent_matmul", "streamk_matmul", "bmm", "schedule_trace", "kernel_source", "make_spec",
            "cached_launch",
-           "blockscaled_matmul", "blockscaled_spec", "default_blockscaled_schedule", "PASS_CONFIGS"]
+           "blockscaled_matmul", "blockscaled_bmm", "blockscaled_spec", "default_blockscaled_schedule", "PASS_CONFIGS"]
 
 _WGMMA_INPUT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "tf32",
                 torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2", torch.int8: "s8"}
@@ -108,13 +109,13 @@ def _oriented(a, b, a_how, b_how, pad):
 
 
 def _k_major_copy(t, pad):
-    """A fresh dense [rows, K + pad] copy of ``t`` (zero columns appended): one copy, at a
-    new allocation (the caching allocator aligns it to 512 bytes)."""
-    rows, cols = t.shape
-    out = torch.empty((rows, cols + pad), dtype=t.dtype, device=t.device)
-    out[:, :cols].copy_(t)
+    """A fresh dense [..., rows, K + pad] copy of ``t`` (zero columns appended): one copy, at
+    a new allocation (the caching allocator aligns it to 512 bytes)."""
+    *lead, cols = t.shape
+    out = torch.empty((*lead, cols + pad), dtype=t.dtype, device=t.device)
+    out[..., :cols].copy_(t)
     if pad:
-        out[:, cols:].zero_()
+        out[..., cols:].zero_()
     return out
 
 
@@ -163,7 +164,7 @@ def _compiled(spec: KernelSpec):
 
 
 def _kernel_for(a_dtype, b_dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, scale_a, scale_b,
-                bias_dtype, bias_per_row):
+                bias_dtype, bias_per_row, batched=False):
     """The compiled kernel of a launch (``schedule`` without swap-AB), after the shared-memory
     check (``_compiled`` caches per KernelSpec; ``_LAUNCHES`` spares a repeated call even this)."""
     need = shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype)
@@ -172,7 +173,7 @@ def _kernel_for(a_dtype, b_dtype, out_dtype, schedule, sms, smem_limit, a_major,
                          f"{schedule.block_m}x{schedule.block_n}x{schedule.block_k}), the device allows {smem_limit}")
     spec = make_spec(a_dtype, b_dtype, out_dtype, schedule, sms, a_major=a_major, b_major=b_major, scale_a=scale_a,
                      scale_b=scale_b, bias_dtype=bias_dtype, bias_per_row=bias_per_row)
-    return _compiled(spec)
+    return _compiled(dataclasses.replace(spec, batched=True) if batched else spec)
 
 
 def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
@@ -398,11 +399,69 @@ def matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=No
                     num_sms=num_sms)
 
 
+def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None, bias=None, num_sms=None):
+    """C[i] = (scale_a · A[i] @ B[i] · scale_b) + bias for a [B, M, K], b [B, K, N]; one
+    persistent launch over all B · tiles tiles (no Stream-K, no swap-AB); scale_a, scale_b
+    and bias are shared by every batch. Dtype and orientation rules as ``matmul`` (the
+    module's copy rule, per matrix), and each operand must also be dense across the batch
+    (batch stride = one matrix, as TMA's 3-D box walks it): any other batch stride, a
+    broadcast (stride 0) one included, is copied once. Returns ``out`` [B, M, N]."""
+    if isinstance(schedule, Schedule) and (schedule.streamk_tiles or schedule.is_swap_ab):
+        raise ValueError("schedule: bmm runs the persistent kernel (no Stream-K, no swap-AB)")
+    _check_tensor("a", a, 3)
+    _check_tensor("b", b, 3)
+    batch = a.shape[0]
+    if b.shape[0] != batch:
+        raise ValueError(f"a, b: batch sizes differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    if out is not None:
+        _check_tensor("out", out, 3)
+        if out_dtype is not None and out.dtype != out_dtype:
+            raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
+    (M, N, K), _, out_dtype, modes, vectors, sms, smem_limit = _prepare(
+        a[0] if batch else a.new_empty(a.shape[1:]), b[0] if batch else b.new_empty(b.shape[1:]), schedule, None,
+        out.dtype if out is not None else out_dtype, scale_a, scale_b, bias, num_sms)
+    device = a.device
+    if out is not None:
+        if out.device != device:
+            raise ValueError(f"out: on {out.device}, but a is on {device}; all tensors must share a device")
+        if tuple(out.shape) != (batch, M, N):
+            raise ValueError(f"out: expected shape {(batch, M, N)}, got {tuple(out.shape)}")
+    target = out if out is not None else torch.empty((batch, M, N), dtype=out_dtype, device=device)
+    if not (batch and M and N):
+        return target
+    if not K:
+        value = torch.zeros((M, N), dtype=torch.float32, device=device)
+        if vectors[2] is not None:
+            value += vectors[2].float()
+        return target.copy_(value.expand(batch, M, N))
+    a_how, b_how, pad = _orientation(M, K, N, a.stride()[1:], b.stride()[1:], a.data_ptr() % _TMA_ALIGN == 0,
+                                     b.data_ptr() % _TMA_ALIGN == 0, a.element_size())
+    if batch > 1 and a.stride(0) != M * K:
+        a_how = "copy"
+    if batch > 1 and b.stride(0) != K * N:
+        b_how = "copy"
+    A, B = _oriented(a, b, a_how, b_how, pad)
+    kernel = _kernel_for(a.dtype, b.dtype, out_dtype, schedule, sms, smem_limit,
+                         "MN" if a_how == "MN" else "K", "MN" if b_how == "MN" else "K", modes[0], modes[1],
+                         None if vectors[2] is None else vectors[2].dtype, False, batched=True)
+    step = _TMA_ALIGN // out_dtype.itemsize
+    direct = target.is_contiguous() and N % step == 0 and target.data_ptr() % _TMA_ALIGN == 0
+    C = target if direct else torch.empty((batch, M, N + (-N) % step), dtype=out_dtype, device=device)
+    if modes[0] is not None or vectors[2] is not None:
+        ones = _placeholder(device)
+        kernel(A, B, C, *(ones if v is None else v for v in vectors))
+    else:
+        kernel(A, B, C)
+    if not direct:
+        target.copy_(C[..., :N])
+    return target
+
+
 def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K", b_major="K", scale_a=None,
-                  scale_b=None, bias=False, emit="cuda", num_sms=132):
-    """The kernel that ``matmul`` would run for this configuration, as TileLang TIR
-    (``emit="tir"``) or CUDA source for sm_90a (``emit="cuda"``); needs no GPU.
-    Dtypes are torch dtypes; ``bias`` True adds a bias of ``out_dtype``."""
+                  scale_b=None, bias=False, emit="cuda", num_sms=132, batched=False):
+    """The kernel that ``matmul`` (``bmm`` with ``batched``) would run for this configuration,
+    as TileLang TIR (``emit="tir"``) or CUDA source for sm_90a (``emit="cuda"``); needs no
+    GPU. Dtypes are torch dtypes; ``bias`` True adds a bias of ``out_dtype``."""
     for name, value in (("M", M), ("N", N), ("K", K)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
@@ -416,6 +475,10 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
         num_sms = schedule.num_sms
     spec = make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, a_major=a_major, b_major=b_major,
                      scale_a=scale_a, scale_b=scale_b, bias_dtype=out_dtype if bias else None)
+    if batched:
+        if schedule.streamk_tiles or schedule.is_swap_ab:
+            raise ValueError("schedule: bmm runs the persistent kernel (no Stream-K, no swap-AB)")
+        spec = dataclasses.replace(spec, batched=True)
     func = build(spec)
     if emit == "tir":
         return func.script()
@@ -486,7 +549,7 @@ def _compiled_blockscaled(spec):
     return tilelang.compile(blockscaled_gemm(spec), target="cuda", pass_configs=PASS_CONFIGS)
 
 
-def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=None):
+def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=None, batched=False):
     """The BlockScaledSpec of a problem (torch dtypes)."""
     from .kernels import BlockScaledSpec
 
@@ -498,42 +561,44 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
         raise ValueError("schedule: the block-scaled kernel is persistent over whole tiles "
                          "(no Stream-K, split-K, swap-AB or chiplet transform)")
     return BlockScaledSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], _STORAGE[out_dtype], schedule, num_sms,
-                           None if bias_dtype is None else _STORAGE[bias_dtype])
+                           None if bias_dtype is None else _STORAGE[bias_dtype], batched)
 
 
-def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_dtype=None, bias=None,
-                       num_sms=None):
-    """DeepSeek-V3's block-scaled FP8 GEMM, same contract as tlgemm.triton.blockscaled_matmul:
-    a [M, K] and b [N, K] fp8, scale_a [M, K/128] and scale_b [N/128, K/128] float32 (any
-    strides; each is copied K-block-major, [K/128, rows], when not already so), K a
-    multiple of 128, any M and N (scale_b has ceil(N/128) rows, DeepGEMM's layout for
-    N = 2112); out_dtype bf16 (default), fp16 or fp32; optional bias [N]."""
-    for name, t in (("a", a), ("b", b)):
-        _check_tensor(name, t, 2)
+def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched):
+    """Validate and launch a block-scaled GEMM; ``names`` are the caller's argument names of
+    (a, b, scale_a, scale_b)."""
+    na, nb, nsa, nsb = names
+    ndim = 3 if batched else 2
+    for name, t in ((na, a), (nb, b)):
+        _check_tensor(name, t, ndim)
         if t.dtype not in _FP8:
             raise TypeError(f"{name}: dtype must be one of {[str(d) for d in _FP8]}, got {t.dtype}")
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"a, b: K differs (b is [N, K]): a is {tuple(a.shape)}, b is {tuple(b.shape)}")
-    (M, K), N = a.shape, b.shape[0]
+    if batched and a.shape[0] != b.shape[0]:
+        raise ValueError(f"{na}, {nb}: batch sizes differ: {na} is {tuple(a.shape)}, {nb} is {tuple(b.shape)}")
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"{na}, {nb}: K differs ({nb} is [N, K]): {na} is {tuple(a.shape)}, {nb} is {tuple(b.shape)}")
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-2]
+    batch = (a.shape[0],) if batched else ()
     if K % _SCALE_BLOCK:
-        raise ValueError(f"a: K = {K} must be a multiple of {_SCALE_BLOCK} (the scale block along K)")
-    for name, t, expected in (("scale_a", scale_a, (M, K // _SCALE_BLOCK)),
-                              ("scale_b", scale_b, (-(-N // _SCALE_BLOCK), K // _SCALE_BLOCK))):
-        _check_tensor(name, t, 2)
+        raise ValueError(f"{na}: K = {K} must be a multiple of {_SCALE_BLOCK} (the scale block along K)")
+    for name, t, expected in ((nsa, scale_a, (*batch, M, K // _SCALE_BLOCK)),
+                              (nsb, scale_b, (*batch, -(-N // _SCALE_BLOCK), K // _SCALE_BLOCK))):
+        _check_tensor(name, t, ndim)
         if t.dtype != torch.float32:
             raise TypeError(f"{name}: dtype must be torch.float32, got {t.dtype}")
         if tuple(t.shape) != expected:
             raise ValueError(f"{name}: expected shape {expected}, got {tuple(t.shape)}")
     device = a.device
     if device.type != "cuda":
-        raise ValueError(f"a: on {device}; the TileLang kernels need CUDA tensors")
-    for name, t in (("b", b), ("scale_a", scale_a), ("scale_b", scale_b), ("out", out), ("bias", bias)):
+        raise ValueError(f"{na}: on {device}; the TileLang kernels need CUDA tensors")
+    for name, t in ((nb, b), (nsa, scale_a), (nsb, scale_b), ("out", out), ("bias", bias)):
         if t is not None and t.device != device:
-            raise ValueError(f"{name}: on {t.device}, but a is on {device}; all tensors must share a device")
+            raise ValueError(f"{name}: on {t.device}, but {na} is on {device}; all tensors must share a device")
+    shape = (*batch, M, N)
     if out is not None:
-        _check_tensor("out", out, 2)
-        if tuple(out.shape) != (M, N):
-            raise ValueError(f"out: expected shape {(M, N)}, got {tuple(out.shape)}")
+        _check_tensor("out", out, ndim)
+        if tuple(out.shape) != shape:
+            raise ValueError(f"out: expected shape {shape}, got {tuple(out.shape)}")
         out_dtype = out.dtype
     out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
     if out_dtype not in _FLOAT_OUT:
@@ -546,20 +611,42 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
     elif num_sms is not None:
         sms = num_sms
     spec = blockscaled_spec(a.dtype, b.dtype, out_dtype, schedule, sms,
-                            None if bias_vec is None else bias_vec.dtype)
+                            None if bias_vec is None else bias_vec.dtype, batched=batched)
     need = _blockscaled_smem(schedule, a.dtype, b.dtype, out_dtype)
     if need > smem_limit:
         raise ValueError(f"schedule: needs {need} bytes of shared memory, the device allows {smem_limit}")
-    target = out if out is not None else torch.empty((M, N), dtype=out_dtype, device=device)
-    if M == 0:
+    target = out if out is not None else torch.empty(shape, dtype=out_dtype, device=device)
+    if target.numel() == 0:
         return target
+    if K == 0:
+        return target.copy_(torch.zeros(shape, device=device) if bias_vec is None else bias_vec.expand(shape))
     A = a if a.is_contiguous() and a.data_ptr() % _TMA_ALIGN == 0 else _k_major_copy(a, 0)
     B = b if b.is_contiguous() and b.data_ptr() % _TMA_ALIGN == 0 else _k_major_copy(b, 0)
     step = _TMA_ALIGN // target.element_size()
     dense = target.is_contiguous() and N % step == 0 and target.data_ptr() % _TMA_ALIGN == 0
-    C = target if dense else torch.empty((M, N), dtype=out_dtype, device=device)
-    _compiled_blockscaled(spec)(A, B, C, scale_a.t().contiguous(), scale_b.t().contiguous(),
+    C = target if dense else torch.empty(shape, dtype=out_dtype, device=device)
+    _compiled_blockscaled(spec)(A, B, C, scale_a.mT.contiguous(), scale_b.mT.contiguous(),
                                 bias_vec if bias_vec is not None else _placeholder(device))
     if C is not target:
         target.copy_(C)
     return target
+
+
+def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_dtype=None, bias=None,
+                       num_sms=None):
+    """DeepSeek-V3's block-scaled FP8 GEMM, same contract as tlgemm.triton.blockscaled_matmul:
+    a [M, K] and b [N, K] fp8, scale_a [M, K/128] and scale_b [N/128, K/128] float32 (any
+    strides; each is copied K-block-major, [K/128, rows], when not already so; a and b are
+    copied when not dense), K a multiple of 128, any M and N (scale_b has ceil(N/128) rows,
+    DeepGEMM's layout for N = 2112); out_dtype bf16 (default), fp16 or fp32; optional bias [N]."""
+    return _blockscaled(("a", "b", "scale_a", "scale_b"), a, b, scale_a, scale_b, schedule, out, out_dtype, bias,
+                        num_sms, batched=False)
+
+
+def blockscaled_bmm(x, y, xs, ys, schedule=None, *, out=None, out_dtype=None, bias=None, num_sms=None):
+    """The batched ``blockscaled_matmul`` (FlagGems' w8a8 block-FP8 bmm), same contract as
+    tlgemm.triton.blockscaled_bmm: x [B, M, K], y [B, N, K] fp8, xs [B, M, K/128],
+    ys [B, ceil(N/128), K/128] float32 (any strides, copied as ``blockscaled_matmul`` copies
+    them) → z [B, M, N]; bias (length N) is shared by every batch. One persistent launch
+    over all B · tiles tiles. Returns ``out``."""
+    return _blockscaled(("x", "y", "xs", "ys"), x, y, xs, ys, schedule, out, out_dtype, bias, num_sms, batched=True)

@@ -73,11 +73,13 @@ def _phase(iteration, stages: int):
 
 
 class Tile:
-    """One output tile: its coordinates (pid_m, pid_n) and origin (m0, n0) in C."""
+    """One output tile: its coordinates (pid_m, pid_n) and origin (m0, n0) in C, and in a
+    batched GEMM the index of its GEMM (``batch``; None in a single GEMM)."""
 
-    def __init__(self, pid_m, pid_n, block_m: int, block_n: int):
+    def __init__(self, pid_m, pid_n, block_m: int, block_n: int, batch=None):
         self.pid_m, self.pid_n = pid_m, pid_n
         self.block_m, self.block_n = block_m, block_n
+        self.batch = batch
 
     @property
     def m0(self):
@@ -92,7 +94,8 @@ class InputView:
     """A global operand of C = A · B in the orientation it is stored in.
 
     ``operand`` "A": logical [M, K], stored [M, K] (K-major) or [K, M] (MN-major);
-    ``operand`` "B": logical [K, N], stored [N, K] (K-major) or [K, N] (MN-major).
+    ``operand`` "B": logical [K, N], stored [N, K] (K-major) or [K, N] (MN-major); a batched
+    GEMM's buffer has the batch index in front of either.
     """
 
     def __init__(self, buffer, operand: str, major):
@@ -100,19 +103,22 @@ class InputView:
             raise ValueError(f"operand must be 'A' or 'B', got {operand!r}")
         self.buffer, self.operand, self.major = buffer, operand, Major.parse(major)
 
-    def load(self, smem, stage, mn0, k0, block_mn: int, block_k: int, barrier):
-        """TMA-copy the [block_mn, block_k] tile at (mn0, k0) into ring slot ``stage``;
-        the copy's bytes complete ``barrier``."""
+    def load(self, smem, stage, mn0, k0, block_mn: int, block_k: int, barrier, batch=None):
+        """TMA-copy the [block_mn, block_k] tile at (mn0, k0) (of GEMM ``batch`` in a batched
+        buffer) into ring slot ``stage``; the copy's bytes complete ``barrier``."""
         buf, k_major = self.buffer, self.major is Major.K
+
+        def region(rows, cols):
+            return buf[rows, cols] if batch is None else buf[batch, rows, cols]
 
         @T.macro
         def _load():
             if k_major:
-                T.tma_copy(buf[mn0:mn0 + block_mn, k0:k0 + block_k], smem[stage, :, :], barrier=barrier,
-                           leader_scope_threads=32)
+                T.tma_copy(region(slice(mn0, mn0 + block_mn), slice(k0, k0 + block_k)), smem[stage, :, :],
+                           barrier=barrier, leader_scope_threads=32)
             else:
-                T.tma_copy(buf[k0:k0 + block_k, mn0:mn0 + block_mn], smem[stage, :, :], barrier=barrier,
-                           leader_scope_threads=32)
+                T.tma_copy(region(slice(k0, k0 + block_k), slice(mn0, mn0 + block_mn)), smem[stage, :, :],
+                           barrier=barrier, leader_scope_threads=32)
 
         return _load()
 
@@ -145,7 +151,8 @@ class BiasView:
 
 
 class OutputView:
-    """C [M, N] (row-major). ``store`` applies scale → bias → convert, stages the tile in
+    """C [M, N] (row-major; [batch, M, N] for a batched GEMM, the tile names its GEMM).
+    ``store`` applies scale → bias → convert, stages the tile in
     shared memory and writes it with a TMA store (clipped at the edges of C).
 
     The store is left in flight: the next ``store`` first waits until the previous one has
@@ -172,6 +179,10 @@ class OutputView:
         acc, c_smem, buf, out = ctx.acc, ctx.c_smem, self.buffer, ctx.out_chunk
         bm, bn, accum, consumers = ctx.block_m, ctx.block_n, ctx.accum_storage, ctx.consumer_threads
         chunk, buffers, total = ctx.store_chunk, ctx.store_buffers, ctx.sum_chunk
+
+        def region(c):
+            rows, cols = slice(tile.m0, tile.m0 + bm), slice(tile.n0 + c * chunk, tile.n0 + (c + 1) * chunk)
+            return buf[rows, cols] if tile.batch is None else buf[tile.batch, rows, cols]
 
         def finish(value, i, j):
             if scale is not None:
@@ -202,8 +213,7 @@ class OutputView:
                     T.copy(out, c_smem[c % buffers, :, :])
                     T.fence_proxy_async()
                     T.sync_threads(CONSUMER_BARRIER, consumers)
-                    T.tma_copy(c_smem[c % buffers, :, :],
-                               buf[tile.m0:tile.m0 + bm, tile.n0 + c * chunk:tile.n0 + (c + 1) * chunk])
+                    T.tma_copy(c_smem[c % buffers, :, :], region(c))
 
         return _store()
 
@@ -307,6 +317,7 @@ class GemmContext:
         self.iteration = T.alloc_var("int32", init=0)
         self.tile_m = T.alloc_var("int32", init=0)
         self.tile_n = T.alloc_var("int32", init=0)
+        self.tile_b = T.alloc_var("int32", init=0)
         T.annotate_layout({self.a_smem: em.a_shared_layout.expand([S]), self.b_smem: em.b_shared_layout.expand([S]),
                            self.acc: em.accum_layout()})
         if registers:
@@ -320,13 +331,18 @@ class GemmContext:
         reads them per TMA issue instead of re-deriving the raster's integer divisions (the
         producer runs on few registers)."""
 
+        batched = tile.batch is not None
+
         @T.macro
-        def _bind(tile_m, tile_n):
+        def _bind(tile_m, tile_n, tile_b):
             tile_m = tile.pid_m
             tile_n = tile.pid_n
+            if batched:
+                tile_b = tile.batch
 
-        _bind(self.tile_m, self.tile_n)
-        return Tile(self.tile_m[0], self.tile_n[0], tile.block_m, tile.block_n)
+        _bind(self.tile_m, self.tile_n, self.tile_b)
+        return Tile(self.tile_m[0], self.tile_n[0], tile.block_m, tile.block_n,
+                    self.tile_b[0] if batched else None)
 
     def release(self, slot):
         """Consumer side: hand ring slot ``slot`` back to the producer (``release_arrivals``
@@ -379,8 +395,8 @@ class GemmContext:
             if T.get_thread_binding() < producer_warp_end:
                 for k in T.serial(k_begin, k_end):
                     T.mbarrier_wait_parity(empty[_slot(it, S)], _phase(it, S) ^ 1)
-                    tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)])
-                    tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)])
+                    tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)], tile.batch)
+                    tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)], tile.batch)
                     T.mbarrier_arrive(full[_slot(it, S)])
                     it += 1
 
@@ -465,6 +481,19 @@ class ScheduleContext:
     def get_tile_from_coord(self, pid_m, pid_n) -> Tile:
         return Tile(pid_m, pid_n, self.block_m, self.block_n)
 
+    # ---- batched GEMMs: ``batch`` GEMMs of one shape dealt out as one of batch · tiles tiles
+
+    def batched_total_tiles(self, batch):
+        return batch * self.total_tiles
+
+    def get_batched_tile_from_idx(self, tile_id) -> Tile:
+        """Batch-major tile id (b · tiles + the tile's id in GEMM b) → its Tile, ``batch`` set
+        (the Triton backend's ``get_batched_tile_from_idx``)."""
+        tile_id = T.bind(tile_id)
+        tile = self.get_tile_from_idx(T.truncmod(tile_id, self.total_tiles))
+        tile.batch = T.bind(T.truncdiv(tile_id, self.total_tiles))
+        return tile
+
     # ---- Stream-K (schedules.decompose) ---------------------------------------------------
 
     @property
@@ -502,24 +531,28 @@ class GroupScaleView:
     """DeepSeek-style block scales, both stored K-block-major so that one K block's scales of
     consecutive rows (A) or column blocks (B) are contiguous: A's per (row, 128-deep K
     block) as ``a_scale_t`` [K/128, M], B's per (128-row block of N, K block) as
-    ``b_scale_t`` [K/128, ceil(N/128)]. Indices are clamped so edge tiles read in bounds."""
+    ``b_scale_t`` [K/128, ceil(N/128)], each with a batch index in front in a batched GEMM
+    (dense). Indices are clamped so edge tiles read in bounds."""
 
     def __init__(self, a_scale_t, b_scale_t, M, N):
         self.a_scale_t, self.b_scale_t, self.M, self.N = a_scale_t, b_scale_t, M, N
 
-    def copy_a(self, smem, stage, i, kb, m0):
-        """cp.async (4 bytes, PTX ISA 9.7.9.25.3) of row m0 + i's scale of K block kb to
-        smem[stage, i]."""
-        index = kb * self.M + T.min(m0 + i, self.M - 1)
+    @staticmethod
+    def _copy(smem, stage, i, scales, kb, column, batch):
+        """cp.async (4 bytes, PTX ISA 9.7.9.25.3) of scales[(batch,) kb, column] to smem[stage, i]."""
+        blocks, width = scales.shape[-2], scales.shape[-1]
+        row = kb if batch is None else batch * blocks + kb
         return T.ptx_cp_async(smem.access_ptr("w", offset=stage * smem.shape[1] + i, extent=1),
-                              self.a_scale_t.access_ptr("r", offset=index, extent=1), 1)
+                              scales.access_ptr("r", offset=row * width + column, extent=1), 1)
 
-    def copy_b(self, smem, stage, i, kb, first_block):
-        """cp.async of column block first_block + i's scale of K block kb to smem[stage, i]."""
-        blocks = self.b_scale_t.shape[1]
-        index = kb * blocks + T.min(first_block + i, blocks - 1)
-        return T.ptx_cp_async(smem.access_ptr("w", offset=stage * smem.shape[1] + i, extent=1),
-                              self.b_scale_t.access_ptr("r", offset=index, extent=1), 1)
+    def copy_a(self, smem, stage, i, kb, m0, batch=None):
+        """Row m0 + i's scale of K block kb into smem[stage, i]."""
+        return self._copy(smem, stage, i, self.a_scale_t, kb, T.min(m0 + i, self.M - 1), batch)
+
+    def copy_b(self, smem, stage, i, kb, first_block, batch=None):
+        """Column block first_block + i's scale of K block kb into smem[stage, i]."""
+        return self._copy(smem, stage, i, self.b_scale_t, kb, T.min(first_block + i, (self.N - 1) // SCALE_BLOCK),
+                          batch)
 
 
 def make_group_scale_view(a_scale_t, b_scale_t, M, N) -> GroupScaleView:
@@ -593,12 +626,12 @@ class BlockScaledContext(GemmContext):
                 lane = T.get_thread_binding() - producer
                 for k in T.serial(k_begin, k_end):
                     T.mbarrier_wait_parity(empty[_slot(it, S)], _phase(it, S) ^ 1)
-                    tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)])
-                    tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)])
+                    tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)], tile.batch)
+                    tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)], tile.batch)
                     for r in T.unroll(rows):
-                        scales.copy_a(a_scales, _slot(it, S), r * PRODUCER_LANES + lane, k, tile.m0)
+                        scales.copy_a(a_scales, _slot(it, S), r * PRODUCER_LANES + lane, k, tile.m0, tile.batch)
                     if lane < width:
-                        scales.copy_b(b_scales, _slot(it, S), lane, k, first_block)
+                        scales.copy_b(b_scales, _slot(it, S), lane, k, first_block, tile.batch)
                     T.cp_async_barrier_noinc(full[_slot(it, S)])
                     it += 1
 
