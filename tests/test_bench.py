@@ -523,3 +523,18 @@ def test_main_without_cuda_exits_with_a_message(monkeypatch, capsys, tmp_path):
     err = capsys.readouterr().err
     assert "needs a CUDA GPU" in err and "Traceback" not in err
     assert not list(tmp_path.iterdir())
+
+
+def test_deepgemm_table_sits_beside_the_published_figures():
+    """fp8-block rows of DeepGEMM's shapes get a table with its H800 figure, the ratio to it,
+    cuBLAS block-wise and (from the run's fp8 row of the same shape) cuBLAS per-tensor."""
+    run = _synthetic_run()
+    case = bench.Case("fp8-blockscaled", "fp8-block", 4096, 2112, 7168)
+    results = {"cublas": _ok(case, 1000), "tlgemm-tilelang": _ok(case, 529), "tlgemm-triton": _ok(case, 50)}
+    run["rows"].append(bench._row(case, PEAKS, 2, results))
+    text = bench.markdown([run])
+    assert "## DeepGEMM's shape table" in text
+    assert "| 4096 | 2112 | 7168 | 1058 | 529 (0.50x) | 50 (0.05x) | 1000 | 1100 |" in text
+    assert "## DeepGEMM's shape table" not in bench.markdown([_synthetic_run()])
+    assert len(bench.DEEPGEMM_H800_TFLOPS) == 18
+    assert set(bench.DEEPGEMM_H800_TFLOPS) == set(bench.SHAPE_SETS["fp8-blockscaled"])

@@ -60,6 +60,18 @@ LLM_M = (1, 16, 64, 128, 512, 4096)
 DECODE_M = (1, 4, 8, 16, 32, 64, 128)
 DECODE_WEIGHTS = ((4096, 4096), (14336, 4096), (4096, 14336), (2112, 7168), (7168, 2048))
 DEEPGEMM_M = (64, 128, 4096)
+#: DeepGEMM's published TFLOP/s for these shapes, (M, N, K) -> TFLOP/s: the "Normal GEMMs for
+#: dense models" table of the deepseek-ai/DeepGEMM README as released in February 2025 (H800
+#: SXM5, NVCC 12.8; the table left the README in PR #86, April 2025). The H800 has the H100's
+#: compute; only its NVLink differs.
+DEEPGEMM_H800_TFLOPS = {
+    (64, 2112, 7168): 206, (64, 24576, 1536): 289, (64, 32768, 512): 219, (64, 7168, 16384): 336,
+    (64, 4096, 7168): 287, (64, 7168, 2048): 295,
+    (128, 2112, 7168): 352, (128, 24576, 1536): 535, (128, 32768, 512): 358, (128, 7168, 16384): 645,
+    (128, 4096, 7168): 533, (128, 7168, 2048): 510,
+    (4096, 2112, 7168): 1058, (4096, 24576, 1536): 990, (4096, 32768, 512): 590, (4096, 7168, 16384): 1358,
+    (4096, 4096, 7168): 1304, (4096, 7168, 2048): 1025,
+}
 SQUARE = (1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
 RAGGED = ((1000, 3000, 777), (1, 4097, 4095), (127, 255, 513), (333, 7777, 1999), (2049, 1023, 4111),
           (77, 11008, 4096), (4097, 4097, 4097), (3000, 5000, 129))
@@ -1073,6 +1085,7 @@ def markdown(runs: Sequence[dict], plots: dict[str, list[str]] | None = None) ->
                  row["results"][impl].get("info", "")] for r, row in worst]
         out += _md_table(["set", "dtype", "M x N x K", "vs cuBLAS", "TFLOP/s", "cuBLAS TFLOP/s", "bound", "% floor",
                           "cuBLAS % floor", "schedule"], body) + [""]
+    out += _deepgemm_table(rows)
     out += ["## Results", "", "Cells: TFLOP/s, ratio to cuBLAS, % of the roofline floor. wrong = failed the "
             "reference check (no number), fail = raised, - = not supported, skip = not run (time budget).", ""]
     for set_name, dtype in groups(rows):
@@ -1087,6 +1100,38 @@ def markdown(runs: Sequence[dict], plots: dict[str, list[str]] | None = None) ->
     if notes:
         out += ["## Not measured", ""] + notes + [""]
     return "\n".join(out)
+
+
+def _deepgemm_table(rows: Sequence[dict]) -> list[str]:
+    """Markdown lines: the fp8-block rows of DeepGEMM's shapes beside its published H800
+    figures (``DEEPGEMM_H800_TFLOPS``), cuBLAS's block-wise path and, where the run has the
+    same shape in fp8 with per-tensor scales, cuBLAS per-tensor; empty without such rows."""
+    def tflops(row, impl):
+        res = (row or {}).get("results", {}).get(impl, {})
+        return res.get("tflops") if res.get("status", "ok") == "ok" else None
+
+    def cell(value):
+        return f"{value:.0f}" if value is not None else "-"
+
+    per_tensor = {(r["M"], r["N"], r["K"]): r for r in rows if r["dtype"] == "fp8"}
+    body = []
+    for row in rows:
+        shape = (row["M"], row["N"], row["K"])
+        if row["dtype"] != "fp8-block" or shape not in DEEPGEMM_H800_TFLOPS:
+            continue
+        published = DEEPGEMM_H800_TFLOPS[shape]
+        ours = [tflops(row, impl) for impl in ("tlgemm-tilelang", "tlgemm-triton")]
+        body.append([*map(str, shape), str(published)]
+                    + [f"{cell(t)} ({t / published:.2f}x)" if t is not None else "-" for t in ours]
+                    + [cell(tflops(row, REFERENCE_IMPL)), cell(tflops(per_tensor.get(shape), REFERENCE_IMPL))])
+    if not body:
+        return []
+    return (["## DeepGEMM's shape table (fp8, block-wise scales)", "",
+             "TFLOP/s. DeepGEMM: its published H800 figures (README, February 2025), not measured here; "
+             "tlgemm cells give the ratio to that figure. cuBLAS block-wise: torch._scaled_mm with DeepSeek-style "
+             "scales; cuBLAS per-tensor: the same shape in the run's fp8 rows (per-tensor scales), where present.", ""]
+            + _md_table(["M", "N", "K", "DeepGEMM H800", "tlgemm TileLang", "tlgemm Triton", "cuBLAS block-wise",
+                         "cuBLAS per-tensor"], body) + [""])
 
 
 def _problems(rows: Sequence[dict], impls: Sequence[str]) -> list[str]:
