@@ -526,14 +526,30 @@ def _blockscaled_smem(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
             + schedule.num_stages * (schedule.block_m + width) * 4)
 
 
-def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: int = 232448) -> Schedule:
-    """64x128 tiles on one consumer warpgroup for M <= 64, else 128x128 on two (each
-    warpgroup promotes while the other's wgmma runs); block_k = the 128-deep scale block;
-    as many stages (at most 6 or 5) as ``smem_limit`` (sm_90: 227 KiB) holds with this output."""
-    if M <= 64:
-        s = Schedule(block_m=64, block_n=128, block_k=_SCALE_BLOCK, num_stages=6).persistent()
-    else:
-        s = Schedule(block_m=128, block_n=128, block_k=_SCALE_BLOCK, num_stages=5, num_warpgroups=2).persistent()
+#: Below this fraction of the SMs busy in the last wave, the block-scaled default halves block_n.
+_FILL_FLOOR = 0.75
+
+
+def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: int = 232448, *, N: int | None = None,
+                                 num_sms: int = 132, batch: int = 1) -> Schedule:
+    """64-row tiles on one consumer warpgroup for M <= 64, else 128-row tiles on two (two
+    temporaries and the result: 3 · 64 registers per thread at block_n = 128); block_k = the
+    128-deep scale block. block_n is 128, halved (down to 16) while fewer than
+    ``_FILL_FLOOR`` of the ``num_sms`` · waves slots hold a tile and halving fills more, when
+    N is given (small M: N / 128 tiles would leave most SMs idle). As many stages (at most 8)
+    as ``smem_limit`` (sm_90: 227 KiB) holds with this output."""
+    block_m, warpgroups = (64, 1) if M <= 64 else (128, 2)
+
+    def fill(block_n: int) -> float:
+        tiles = batch * -(-M // block_m) * -(-N // block_n)
+        return tiles / (-(-tiles // num_sms) * num_sms)
+
+    block_n = 128
+    if N is not None and M > 0 and N > 0:
+        while block_n > 16 and fill(block_n) < _FILL_FLOOR and fill(block_n // 2) > fill(block_n):
+            block_n //= 2
+    s = Schedule(block_m=block_m, block_n=block_n, block_k=_SCALE_BLOCK, num_stages=8,
+                 num_warpgroups=warpgroups).persistent()
     fp8 = torch.float8_e4m3fn
     while s.num_stages > 2 and _blockscaled_smem(s, fp8, fp8, out_dtype) > smem_limit:
         s = s.stages(s.num_stages - 1)
@@ -605,11 +621,13 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
         raise TypeError(f"out_dtype: must be one of {[str(d) for d in _FLOAT_OUT]}, got {out_dtype}")
     bias_vec = None if bias is None else vector("bias", bias, (N,), _FLOAT_OUT, device).contiguous()
     sms, smem_limit = _device_limits(device.index if device.index is not None else torch.cuda.current_device())
-    schedule = default_blockscaled_schedule(M, out_dtype, smem_limit) if schedule is None else schedule
-    if schedule.num_sms is not None:
-        sms = schedule.num_sms
-    elif num_sms is not None:
+    if num_sms is not None:
         sms = num_sms
+    if schedule is None:
+        schedule = default_blockscaled_schedule(M, out_dtype, smem_limit, N=N, num_sms=sms,
+                                                batch=batch[0] if batch else 1)
+    elif schedule.num_sms is not None:
+        sms = schedule.num_sms
     spec = blockscaled_spec(a.dtype, b.dtype, out_dtype, schedule, sms,
                             None if bias_vec is None else bias_vec.dtype, batched=batched)
     need = _blockscaled_smem(schedule, a.dtype, b.dtype, out_dtype)
