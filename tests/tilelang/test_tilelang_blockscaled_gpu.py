@@ -82,3 +82,32 @@ def test_batched_matches_reference_and_triton(generator, batch, M, N, K):
         assert_gemm_close(out[i], reference_gemm(a64, b64.T, bias=bias), FP8, what=f"batch {i} vs reference")
     other = TR.blockscaled_bmm(x, y, xs, ys, bias=bias)
     assert_gemm_close(out, other.double(), FP8, what="vs Triton")
+
+
+def test_repeat_calls_reuse_the_launch_only_for_their_signature(generator):
+    """A repeated call of one argument signature takes the cached launch (fresh data, right
+    result); a non-dense a, a strided out and a bias each derive their own."""
+    from tlgemm.tilelang import launch
+
+    M, N, K = 200, 256, 512
+    sb = _scales((N // 128, K // 128), generator)
+
+    def check(a, sa, **kwargs):
+        out = blockscaled_matmul(a, b, sa, sb, **kwargs)
+        a64 = dequantize_fp8_blockwise(a.contiguous(), sa, (1, 128)).double()
+        b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
+        bias = kwargs.get("bias")
+        assert_gemm_close(out, reference_gemm(a64, b64.T, bias=bias), FP8)
+
+    b = random_operand((N, K), FP8, generator=generator, device=DEV)
+    launch._BLOCKSCALED_LAUNCHES.clear()
+    for _ in range(2):
+        check(random_operand((M, K), FP8, generator=generator, device=DEV), _scales((M, K // 128), generator))
+    assert len(launch._BLOCKSCALED_LAUNCHES) == 1
+    wide = random_operand((M, K + 128), FP8, generator=generator, device=DEV)
+    check(wide[:, :K], _scales((M, K // 128), generator))
+    out = poisoned((N, M), torch.bfloat16, DEV).T
+    check(random_operand((M, K), FP8, generator=generator, device=DEV), _scales((M, K // 128), generator), out=out)
+    check(random_operand((M, K), FP8, generator=generator, device=DEV), _scales((M, K // 128), generator),
+          bias=torch.randn(N, generator=generator).to(DEV))
+    assert len(launch._BLOCKSCALED_LAUNCHES) == 4

@@ -516,6 +516,7 @@ def schedule_trace(M, N, K, schedule, *, num_sms=None, device="cuda"):
 _SCALE_BLOCK = 128
 
 
+@functools.lru_cache(maxsize=4096)
 def _blockscaled_smem(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
     """The GEMM's shared memory plus the ring's staged scales (float32: one per tile row and
     one per 128-column block the tile touches)."""
@@ -530,6 +531,7 @@ def _blockscaled_smem(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
 _FILL_FLOOR = 0.75
 
 
+@functools.lru_cache(maxsize=4096)
 def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: int = 232448, *, N: int | None = None,
                                  num_sms: int = 132, batch: int = 1) -> Schedule:
     """64-row tiles on one consumer warpgroup for M <= 64, else 128-row tiles on two (two
@@ -537,7 +539,8 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     128-deep scale block. block_n is 128, halved (down to 16) while fewer than
     ``_FILL_FLOOR`` of the ``num_sms`` · waves slots hold a tile and halving fills more, when
     N is given (small M: N / 128 tiles would leave most SMs idle). As many stages (at most 8)
-    as ``smem_limit`` (sm_90: 227 KiB) holds with this output."""
+    as ``smem_limit`` (sm_90: 227 KiB) holds with this output. Cached: it builds several
+    Schedules (about 0.1 ms of host time uncached)."""
     block_m, warpgroups = (64, 1) if M <= 64 else (128, 2)
 
     def fill(block_n: int) -> float:
@@ -565,6 +568,7 @@ def _compiled_blockscaled(spec):
     return tilelang.compile(blockscaled_gemm(spec), target="cuda", pass_configs=PASS_CONFIGS)
 
 
+@functools.lru_cache(maxsize=4096)
 def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=None, batched=False):
     """The BlockScaledSpec of a problem (torch dtypes)."""
     from .kernels import BlockScaledSpec
@@ -581,8 +585,8 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
 
 
 def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched):
-    """Validate and launch a block-scaled GEMM; ``names`` are the caller's argument names of
-    (a, b, scale_a, scale_b)."""
+    """Validate a block-scaled GEMM and derive its ``_BlockScaledLaunch`` (for an empty
+    problem, its result); ``names`` are the caller's argument names of (a, b, scale_a, scale_b)."""
     na, nb, nsa, nsb = names
     ndim = 3 if batched else 2
     for name, t in ((na, a), (nb, b)):
@@ -633,21 +637,63 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     need = _blockscaled_smem(schedule, a.dtype, b.dtype, out_dtype)
     if need > smem_limit:
         raise ValueError(f"schedule: needs {need} bytes of shared memory, the device allows {smem_limit}")
-    target = out if out is not None else torch.empty(shape, dtype=out_dtype, device=device)
-    if target.numel() == 0:
-        return target
+    if not (M and N and (not batched or batch[0])):
+        return out if out is not None else torch.empty(shape, dtype=out_dtype, device=device)
     if K == 0:
+        target = out if out is not None else torch.empty(shape, dtype=out_dtype, device=device)
         return target.copy_(torch.zeros(shape, device=device) if bias_vec is None else bias_vec.expand(shape))
-    A = a if a.is_contiguous() and a.data_ptr() % _TMA_ALIGN == 0 else _k_major_copy(a, 0)
-    B = b if b.is_contiguous() and b.data_ptr() % _TMA_ALIGN == 0 else _k_major_copy(b, 0)
-    step = _TMA_ALIGN // target.element_size()
-    dense = target.is_contiguous() and N % step == 0 and target.data_ptr() % _TMA_ALIGN == 0
-    C = target if dense else torch.empty(shape, dtype=out_dtype, device=device)
-    _compiled_blockscaled(spec)(A, B, C, scale_a.mT.contiguous(), scale_b.mT.contiguous(),
-                                bias_vec if bias_vec is not None else _placeholder(device))
-    if C is not target:
-        target.copy_(C)
-    return target
+    step = _TMA_ALIGN // out_dtype.itemsize
+    direct = N % step == 0 and (out is None or (out.is_contiguous() and out.data_ptr() % _TMA_ALIGN == 0))
+    return _BlockScaledLaunch(_entry(_compiled_blockscaled(spec)), shape, out_dtype,
+                              a.is_contiguous() and a.data_ptr() % _TMA_ALIGN == 0,
+                              b.is_contiguous() and b.data_ptr() % _TMA_ALIGN == 0, direct, _placeholder(device))
+
+
+class _BlockScaledLaunch:
+    """What a block-scaled call derives from its arguments' signatures (the key of
+    ``_BLOCKSCALED_LAUNCHES``): the kernel's entry, whether a and b are read as they are,
+    whether C is ``out`` itself. Calling it copies what must be copied (a, b when not dense;
+    each scale tensor unless its transpose is dense, the kernel's K-block-major layout) and
+    launches, validating nothing again."""
+
+    __slots__ = ("entry", "shape", "out_dtype", "a_direct", "b_direct", "direct", "placeholder")
+
+    def __init__(self, entry, shape, out_dtype, a_direct, b_direct, direct, placeholder):
+        self.entry, self.shape, self.out_dtype = entry, shape, out_dtype
+        self.a_direct, self.b_direct, self.direct, self.placeholder = a_direct, b_direct, direct, placeholder
+
+    def __call__(self, a, b, scale_a, scale_b, out, bias):
+        target = out if out is not None else torch.empty(self.shape, dtype=self.out_dtype, device=a.device)
+        C = target if self.direct else torch.empty(self.shape, dtype=self.out_dtype, device=a.device)
+        self.entry(a if self.a_direct else _k_major_copy(a, 0), b if self.b_direct else _k_major_copy(b, 0), C,
+                   scale_a.mT.contiguous(), scale_b.mT.contiguous(),
+                   self.placeholder if bias is None else bias.reshape(-1).contiguous())
+        if not self.direct:
+            target.copy_(C)
+        return target
+
+
+#: Cached block-scaled launches per call signature; cleared when it reaches ``_MAX_LAUNCHES``.
+_BLOCKSCALED_LAUNCHES: dict[tuple, _BlockScaledLaunch] = {}
+
+
+def _blockscaled_call(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched):
+    """``_blockscaled`` once per argument signature, its ``_BlockScaledLaunch`` after that."""
+    try:
+        key = (batched, schedule, out_dtype, num_sms, signature(a), signature(b), signature(scale_a),
+               signature(scale_b), signature(out), signature(bias))
+        launch = _BLOCKSCALED_LAUNCHES.get(key)
+    except (AttributeError, TypeError):
+        key = launch = None
+    if launch is None:
+        launch = _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched)
+        if not isinstance(launch, _BlockScaledLaunch):  # an empty problem's result
+            return launch
+        if key is not None:
+            if len(_BLOCKSCALED_LAUNCHES) >= _MAX_LAUNCHES:
+                _BLOCKSCALED_LAUNCHES.clear()
+            _BLOCKSCALED_LAUNCHES[key] = launch
+    return launch(a, b, scale_a, scale_b, out, bias)
 
 
 def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_dtype=None, bias=None,
@@ -657,8 +703,8 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
     strides; each is copied K-block-major, [K/128, rows], when not already so; a and b are
     copied when not dense), K a multiple of 128, any M and N (scale_b has ceil(N/128) rows,
     DeepGEMM's layout for N = 2112); out_dtype bf16 (default), fp16 or fp32; optional bias [N]."""
-    return _blockscaled(("a", "b", "scale_a", "scale_b"), a, b, scale_a, scale_b, schedule, out, out_dtype, bias,
-                        num_sms, batched=False)
+    return _blockscaled_call(("a", "b", "scale_a", "scale_b"), a, b, scale_a, scale_b, schedule, out, out_dtype,
+                             bias, num_sms, batched=False)
 
 
 def blockscaled_bmm(x, y, xs, ys, schedule=None, *, out=None, out_dtype=None, bias=None, num_sms=None):
@@ -667,4 +713,5 @@ def blockscaled_bmm(x, y, xs, ys, schedule=None, *, out=None, out_dtype=None, bi
     ys [B, ceil(N/128), K/128] float32 (any strides, copied as ``blockscaled_matmul`` copies
     them) → z [B, M, N]; bias (length N) is shared by every batch. One persistent launch
     over all B · tiles tiles. Returns ``out``."""
-    return _blockscaled(("x", "y", "xs", "ys"), x, y, xs, ys, schedule, out, out_dtype, bias, num_sms, batched=True)
+    return _blockscaled_call(("x", "y", "xs", "ys"), x, y, xs, ys, schedule, out, out_dtype, bias, num_sms,
+                             batched=True)
