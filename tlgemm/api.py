@@ -22,8 +22,10 @@ Layout   (the copy rule; explain() lists each copy) Triton: a matrix is read as 
          for 16-bit inputs, dense MN-major ones are read as they are, anything else is copied
          once to K-major; TMA needs 16-byte aligned rows, so K is zero-padded (a copy) when
          K's rows are not, and the result goes through a temporary when N's rows are not or
-         `out` is not a dense row-major matrix. "auto" takes Triton when K or N rows are not
-         16-byte aligned, so those padding copies happen only with backend="tilelang".
+         `out` is not a dense row-major matrix. bmm's operands must also be dense across the
+         batch (its 3-D TMA box): another batch stride, a broadcast (0) one included, is
+         copied once. "auto" takes Triton when K or N rows are not 16-byte aligned, so those
+         padding copies happen only with backend="tilelang".
 Size     the kernels index in int32: a tensor holding 2**31 elements or more is an error; an
          operand spanning that many (a sparse view) but holding fewer is copied compactly.
 Backend  "auto": TileLang on sm_90 (Hopper) when tlgemm.tilelang has the kernel, Triton
