@@ -4,7 +4,8 @@ outputs poisoned first; and the two backends' schedule traces against the host r
 
 Each family draws CASES random problems (seeded, so a failure names a reproducible case):
 ragged M, N, K including M ∈ {1, 7, 64, 65} and K < block_k, random dtypes, row- or
-column-major operands, and (scaled family) random epilogues.
+column-major operands, and (scaled and batched families) random epilogues. The batched family
+runs bmm on 1 to 4 GEMMs, some with one operand broadcast over the batch (stride 0).
 """
 
 import random
@@ -38,6 +39,8 @@ FAMILIES = {
     "streamk": (("bf16", "e4m3", "tf32"), False,
                 Schedule(block_m=128, block_n=128, block_k=64, num_stages=3).persistent(132).streamk(50)),
     "scaled": (("bf16", "e4m3"), True, Schedule(block_m=128, block_n=128, block_k=64, num_stages=3).persistent(16)),
+    "batched": (("bf16", "fp16", "tf32", "e4m3", "int8"), True,
+                Schedule(block_m=128, block_n=128, block_k=64, num_stages=3).persistent(16)),
 }
 
 
@@ -60,10 +63,15 @@ def _case(rng: random.Random, dtypes, epilogues: bool):
     return M, N, K, dtype, layouts, epi
 
 
-def _operand(rows, cols, dtype, generator, column_major):
+def _operand(rows, cols, dtype, generator, column_major, batch=None, broadcast=False):
+    """[rows, cols] (or [batch, rows, cols], optionally one matrix expanded over the batch),
+    row- or column-major."""
+    lead = () if batch is None else (1 if broadcast else batch,)
     if column_major:
-        return random_operand((cols, rows), dtype, generator=generator, device=DEV).T
-    return random_operand((rows, cols), dtype, generator=generator, device=DEV)
+        t = random_operand((*lead, cols, rows), dtype, generator=generator, device=DEV).mT
+    else:
+        t = random_operand((*lead, rows, cols), dtype, generator=generator, device=DEV)
+    return t.expand(batch, rows, cols) if broadcast else t
 
 
 def _epilogue(epi, M, N, out_dtype, generator):
@@ -100,15 +108,19 @@ def test_backends_agree(family, index):
     if out_dtype == torch.bfloat16 and tol == torch.int8:
         tol = torch.bfloat16  # exact int32 products, rounded to bf16 by the epilogue
     schedule = _schedule_for(base, a_dtype)
-    a = _operand(M, K, a_dtype, generator, layouts[0])
-    b = _operand(K, N, b_dtype, generator, layouts[1])
+    batch, shared = None, None
+    if family == "batched":
+        M, N, batch = min(M, 600), min(N, 600), rng.randint(1, 4)
+        shared = rng.choice([None, None, "a", "b"])
+    a = _operand(M, K, a_dtype, generator, layouts[0], batch, shared == "a")
+    b = _operand(K, N, b_dtype, generator, layouts[1], batch, shared == "b")
     kw = _epilogue(epi, M, N, out_dtype, generator)
     ref = reference_gemm(a, b, **kw)
-    what = f"M={M} N={N} K={K} {dtype} layouts={layouts} epilogue={epi}"
+    what = f"M={M} N={N} K={K} batch={batch} shared={shared} {dtype} layouts={layouts} epilogue={epi}"
     outs = {}
     for name, backend in (("tilelang", TL), ("triton", TR)):
-        out = poisoned((M, N), out_dtype, DEV)
-        backend.matmul(a, b, schedule, out=out, **kw)
+        out = poisoned((M, N) if batch is None else (batch, M, N), out_dtype, DEV)
+        (backend.matmul if batch is None else backend.bmm)(a, b, schedule, out=out, **kw)
         _close(out, ref, tol, f"{what} [{name} vs reference]")
         outs[name] = out
     _close(outs["tilelang"], outs["triton"].to(torch.float64), tol, f"{what} [tilelang vs triton]")
