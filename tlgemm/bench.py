@@ -1104,8 +1104,9 @@ def markdown(runs: Sequence[dict], plots: dict[str, list[str]] | None = None) ->
 
 def _deepgemm_table(rows: Sequence[dict]) -> list[str]:
     """Markdown lines: the fp8-block rows of DeepGEMM's shapes beside its published H800
-    figures (``DEEPGEMM_H800_TFLOPS``), cuBLAS's block-wise path and, where the run has the
-    same shape in fp8 with per-tensor scales, cuBLAS per-tensor; empty without such rows."""
+    figures (``DEEPGEMM_H800_TFLOPS``), cuBLAS's block-wise path and, where the runs have the
+    same shape in fp8 with per-tensor scales, cuBLAS per-tensor; one line per shape (the last
+    run's row when several runs have it); empty without such rows."""
     def tflops(row, impl):
         res = (row or {}).get("results", {}).get(impl, {})
         return res.get("tflops") if res.get("status", "ok") == "ok" else None
@@ -1114,11 +1115,10 @@ def _deepgemm_table(rows: Sequence[dict]) -> list[str]:
         return f"{value:.0f}" if value is not None else "-"
 
     per_tensor = {(r["M"], r["N"], r["K"]): r for r in rows if r["dtype"] == "fp8"}
+    block = {(r["M"], r["N"], r["K"]): r for r in rows
+             if r["dtype"] == "fp8-block" and (r["M"], r["N"], r["K"]) in DEEPGEMM_H800_TFLOPS}
     body = []
-    for row in rows:
-        shape = (row["M"], row["N"], row["K"])
-        if row["dtype"] != "fp8-block" or shape not in DEEPGEMM_H800_TFLOPS:
-            continue
+    for shape, row in block.items():
         published = DEEPGEMM_H800_TFLOPS[shape]
         ours = [tflops(row, impl) for impl in ("tlgemm-tilelang", "tlgemm-triton")]
         body.append([*map(str, shape), str(published)]

@@ -35,6 +35,20 @@ def test_matches_reference_and_triton(generator, M, N, K):
     assert_gemm_close(out, other.double(), FP8, what=f"{M}x{N}x{K} vs Triton")
 
 
+@pytest.mark.parametrize("M, N, K", [(200, 100, 128), (200, 256, 384), (77, 1000, 256), (5, 36, 640)], ids=str)
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_few_k_blocks_and_ragged_n(generator, M, N, K, out_dtype):
+    """One and three K blocks (the consumer loop's tails), and N whose output rows are not
+    16-byte aligned (C through a padded temporary)."""
+    a = random_operand((M, K), FP8, generator=generator, device=DEV)
+    b = random_operand((N, K), FP8, generator=generator, device=DEV)
+    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
+    out = blockscaled_matmul(a, b, sa, sb, out_dtype=out_dtype)
+    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
+    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
+    assert_gemm_close(out, reference_gemm(a64, b64.T), FP8)
+
+
 def test_bias_and_fp32_output(generator):
     M, N, K = 333, 512, 1024
     a = random_operand((M, K), FP8, generator=generator, device=DEV)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from tlgemm.schedules import Schedule
-from tlgemm.tilelang import matmul
+from tlgemm.tilelang import blockscaled_bmm, blockscaled_matmul, bmm, matmul
 from tlgemm.tilelang.launch import _orientation, _oriented
 
 
@@ -56,3 +56,33 @@ def test_cpu_tensors_are_rejected():
 def test_bad_operands(a, b, match):
     with pytest.raises((TypeError, ValueError), match=match):
         matmul(a, b, Schedule().persistent())
+
+
+def test_bmm_names_its_operands_whole():
+    a, b = torch.randn(2, 8, 8).half(), torch.randn(2, 4, 8).half()
+    with pytest.raises(ValueError, match=r"inner dimensions differ: a is \(2, 8, 8\), b is \(2, 4, 8\)"):
+        bmm(a, b, Schedule().persistent())
+    with pytest.raises(ValueError, match="batch sizes differ"):
+        bmm(a, torch.randn(3, 8, 8).half(), Schedule().persistent())
+
+
+def test_blockscaled_validation_names_the_argument():
+    E4M3 = torch.float8_e4m3fn
+    a, b = torch.zeros(4, 256).to(E4M3), torch.zeros(8, 256).to(E4M3)
+    sa, sb = torch.ones(4, 2), torch.ones(1, 2)
+    with pytest.raises(ValueError, match="out: dtype torch.bfloat16 differs from out_dtype=torch.float32"):
+        blockscaled_matmul(a, b, sa, sb, out=torch.empty(4, 8, dtype=torch.bfloat16), out_dtype=torch.float32)
+    with pytest.raises(TypeError, match="out: expected a torch.Tensor"):
+        blockscaled_matmul(a, b, sa, sb, out=[1.0])
+    with pytest.raises(TypeError, match="bias: expected a torch.Tensor"):
+        blockscaled_matmul(a, b, sa, sb, bias=[0.0] * 8)
+    with pytest.raises(ValueError, match="num_sms: expected a positive int"):
+        blockscaled_matmul(a, b, sa, sb, num_sms=0)
+    with pytest.raises(ValueError, match="scale_b: expected shape"):
+        blockscaled_matmul(a, b, sa, torch.ones(2, 2))
+    with pytest.raises(ValueError, match="a: on cpu"):
+        blockscaled_matmul(a, b, sa, sb)
+    with pytest.raises(ValueError, match="xs: expected a 3-D tensor"):
+        blockscaled_bmm(a[None], b[None], sa, sb[None])
+    with pytest.raises(ValueError, match="xs: expected shape"):
+        blockscaled_bmm(a[None], b[None], sa[None, :, :1], sb[None])

@@ -156,3 +156,8 @@ def test_blockscaled_schedule_rules():
     with pytest.raises(ValueError, match="Stream-K"):
         blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
                          Schedule(block_k=128).persistent().streamk(4), 132)
+    for too_big in (Schedule(block_m=128, block_n=256, block_k=128, num_warpgroups=2),
+                    Schedule(block_m=64, block_n=256, block_k=128), Schedule(block_m=256, block_n=128, block_k=128,
+                                                                             num_warpgroups=2)):
+        with pytest.raises(ValueError, match="schedule: .* registers per thread"):
+            blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, too_big.persistent(), 132)

@@ -43,6 +43,7 @@ from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
 
 from .emitter_gemm import PASS_CONFIGS, lower_to_cuda
 from .kernels import KernelSpec, build, schedule_trace_kernel
+from .stages import SCALE_BLOCK as _SCALE_BLOCK
 
 __all__ = ["matmul", "persistent_matmul", "streamk_matmul", "bmm", "schedule_trace", "kernel_source", "make_spec",
            "cached_launch",
@@ -413,6 +414,8 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
     batch = a.shape[0]
     if b.shape[0] != batch:
         raise ValueError(f"a, b: batch sizes differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    if a.shape[2] != b.shape[1]:
+        raise ValueError(f"a, b: inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
     if out is not None:
         _check_tensor("out", out, 3)
         if out_dtype is not None and out.dtype != out_dtype:
@@ -513,7 +516,9 @@ def schedule_trace(M, N, K, schedule, *, num_sms=None, device="cuda"):
     return [[WorkItem(*item) for item in trace[p][:counts[p]]] for p in range(P)]
 
 
-_SCALE_BLOCK = 128
+#: Registers per consumer thread the block-scaled kernel's three fp32 fragments (result and two
+#: temporaries) may take within setmaxnreg's 232: 128x128 on two warpgroups is 3 · 64 = 192.
+_BLOCKSCALED_FRAGMENT_REGISTERS = 192
 
 
 @functools.lru_cache(maxsize=4096)
@@ -548,7 +553,7 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         return tiles / (-(-tiles // num_sms) * num_sms)
 
     block_n = 128
-    if N is not None and M > 0 and N > 0:
+    if N is not None and M > 0 and N > 0 and batch > 0:
         while block_n > 16 and fill(block_n) < _FILL_FLOOR and fill(block_n // 2) > fill(block_n):
             block_n //= 2
     s = Schedule(block_m=block_m, block_n=block_n, block_k=_SCALE_BLOCK, num_stages=8,
@@ -580,6 +585,12 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
     if schedule.streamk_tiles or schedule.split_k > 1 or schedule.is_swap_ab or schedule.num_xcds > 1:
         raise ValueError("schedule: the block-scaled kernel is persistent over whole tiles "
                          "(no Stream-K, split-K, swap-AB or chiplet transform)")
+    per_thread = 3 * schedule.block_m * schedule.block_n // (128 * schedule.num_warpgroups)
+    if per_thread > _BLOCKSCALED_FRAGMENT_REGISTERS:
+        raise ValueError(f"schedule: a {schedule.block_m}x{schedule.block_n} tile on {schedule.num_warpgroups} "
+                         f"consumer warpgroup(s) needs {per_thread} float32 registers per thread for the result and "
+                         f"its two temporaries, more than {_BLOCKSCALED_FRAGMENT_REGISTERS} (ptxas would spill and "
+                         "serialise the wgmma); use 128x128 on 2 warpgroups or 64x128 on 1 at most")
     return BlockScaledSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], _STORAGE[out_dtype], schedule, num_sms,
                            None if bias_dtype is None else _STORAGE[bias_dtype], batched)
 
@@ -608,22 +619,30 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
             raise TypeError(f"{name}: dtype must be torch.float32, got {t.dtype}")
         if tuple(t.shape) != expected:
             raise ValueError(f"{name}: expected shape {expected}, got {tuple(t.shape)}")
+    shape = (*batch, M, N)
+    if out is not None:
+        _check_tensor("out", out, ndim)
+        if tuple(out.shape) != shape:
+            raise ValueError(f"out: expected shape {shape}, got {tuple(out.shape)}")
+        if out_dtype is not None and out.dtype != out_dtype:
+            raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
+        out_dtype = out.dtype
+    out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
+    if out_dtype not in _FLOAT_OUT:
+        raise TypeError(f"out_dtype: must be one of {[str(d) for d in _FLOAT_OUT]}, got {out_dtype}")
+    if bias is not None and not isinstance(bias, torch.Tensor):
+        raise TypeError(f"bias: expected a torch.Tensor, got {type(bias).__name__}")
+    if num_sms is not None and (not isinstance(num_sms, int) or isinstance(num_sms, bool) or num_sms < 1):
+        raise ValueError(f"num_sms: expected a positive int, got {num_sms!r}")
     device = a.device
     if device.type != "cuda":
         raise ValueError(f"{na}: on {device}; the TileLang kernels need CUDA tensors")
     for name, t in ((nb, b), (nsa, scale_a), (nsb, scale_b), ("out", out), ("bias", bias)):
         if t is not None and t.device != device:
             raise ValueError(f"{name}: on {t.device}, but {na} is on {device}; all tensors must share a device")
-    shape = (*batch, M, N)
-    if out is not None:
-        _check_tensor("out", out, ndim)
-        if tuple(out.shape) != shape:
-            raise ValueError(f"out: expected shape {shape}, got {tuple(out.shape)}")
-        out_dtype = out.dtype
-    out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
-    if out_dtype not in _FLOAT_OUT:
-        raise TypeError(f"out_dtype: must be one of {[str(d) for d in _FLOAT_OUT]}, got {out_dtype}")
     bias_vec = None if bias is None else vector("bias", bias, (N,), _FLOAT_OUT, device).contiguous()
+    if not (M and N and (not batched or batch[0])):
+        return out if out is not None else torch.empty(shape, dtype=out_dtype, device=device)
     sms, smem_limit = _device_limits(device.index if device.index is not None else torch.cuda.current_device())
     if num_sms is not None:
         sms = num_sms
@@ -637,14 +656,12 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     need = _blockscaled_smem(schedule, a.dtype, b.dtype, out_dtype)
     if need > smem_limit:
         raise ValueError(f"schedule: needs {need} bytes of shared memory, the device allows {smem_limit}")
-    if not (M and N and (not batched or batch[0])):
-        return out if out is not None else torch.empty(shape, dtype=out_dtype, device=device)
     if K == 0:
         target = out if out is not None else torch.empty(shape, dtype=out_dtype, device=device)
         return target.copy_(torch.zeros(shape, device=device) if bias_vec is None else bias_vec.expand(shape))
     step = _TMA_ALIGN // out_dtype.itemsize
     direct = N % step == 0 and (out is None or (out.is_contiguous() and out.data_ptr() % _TMA_ALIGN == 0))
-    return _BlockScaledLaunch(_entry(_compiled_blockscaled(spec)), shape, out_dtype,
+    return _BlockScaledLaunch(_entry(_compiled_blockscaled(spec)), shape, (*batch, M, N + (-N) % step), out_dtype,
                               a.is_contiguous() and a.data_ptr() % _TMA_ALIGN == 0,
                               b.is_contiguous() and b.data_ptr() % _TMA_ALIGN == 0, direct, _placeholder(device))
 
@@ -652,24 +669,25 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
 class _BlockScaledLaunch:
     """What a block-scaled call derives from its arguments' signatures (the key of
     ``_BLOCKSCALED_LAUNCHES``): the kernel's entry, whether a and b are read as they are,
-    whether C is ``out`` itself. Calling it copies what must be copied (a, b when not dense;
+    whether C is ``out`` itself (else a temporary whose rows are padded to the 16 bytes a TMA
+    store needs, ``c_shape``). Calling it copies what must be copied (a, b when not dense;
     each scale tensor unless its transpose is dense, the kernel's K-block-major layout) and
     launches, validating nothing again."""
 
-    __slots__ = ("entry", "shape", "out_dtype", "a_direct", "b_direct", "direct", "placeholder")
+    __slots__ = ("entry", "shape", "c_shape", "out_dtype", "a_direct", "b_direct", "direct", "placeholder")
 
-    def __init__(self, entry, shape, out_dtype, a_direct, b_direct, direct, placeholder):
-        self.entry, self.shape, self.out_dtype = entry, shape, out_dtype
+    def __init__(self, entry, shape, c_shape, out_dtype, a_direct, b_direct, direct, placeholder):
+        self.entry, self.shape, self.c_shape, self.out_dtype = entry, shape, c_shape, out_dtype
         self.a_direct, self.b_direct, self.direct, self.placeholder = a_direct, b_direct, direct, placeholder
 
     def __call__(self, a, b, scale_a, scale_b, out, bias):
         target = out if out is not None else torch.empty(self.shape, dtype=self.out_dtype, device=a.device)
-        C = target if self.direct else torch.empty(self.shape, dtype=self.out_dtype, device=a.device)
+        C = target if self.direct else torch.empty(self.c_shape, dtype=self.out_dtype, device=a.device)
         self.entry(a if self.a_direct else _k_major_copy(a, 0), b if self.b_direct else _k_major_copy(b, 0), C,
                    scale_a.mT.contiguous(), scale_b.mT.contiguous(),
                    self.placeholder if bias is None else bias.reshape(-1).contiguous())
         if not self.direct:
-            target.copy_(C)
+            target.copy_(C[..., :self.shape[-1]])
         return target
 
 
@@ -699,7 +717,7 @@ def _blockscaled_call(names, a, b, scale_a, scale_b, schedule, out, out_dtype, b
 def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_dtype=None, bias=None,
                        num_sms=None):
     """DeepSeek-V3's block-scaled FP8 GEMM, same contract as tlgemm.triton.blockscaled_matmul:
-    a [M, K] and b [N, K] fp8, scale_a [M, K/128] and scale_b [N/128, K/128] float32 (any
+    a [M, K] and b [N, K] fp8, scale_a [M, K/128] and scale_b [ceil(N/128), K/128] float32 (any
     strides; each is copied K-block-major, [K/128, rows], when not already so; a and b are
     copied when not dense), K a multiple of 128, any M and N (scale_b has ceil(N/128) rows,
     DeepGEMM's layout for N = 2112); out_dtype bf16 (default), fp16 or fp32; optional bias [N]."""

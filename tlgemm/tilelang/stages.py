@@ -527,6 +527,11 @@ class ScheduleContext:
         return T.if_then_else(h < big, h // (q + 1), r + (h - big) // T.max(q, 1))
 
 
+#: Depth of a scale block along K, and width of B's along N (DeepSeek-V3's 1x128 activation and
+#: 128x128 weight blocks).
+SCALE_BLOCK = 128
+
+
 class GroupScaleView:
     """DeepSeek-style block scales, both stored K-block-major so that one K block's scales of
     consecutive rows (A) or column blocks (B) are contiguous: A's per (row, 128-deep K
@@ -559,10 +564,6 @@ def make_group_scale_view(a_scale_t, b_scale_t, M, N) -> GroupScaleView:
     return GroupScaleView(a_scale_t, b_scale_t, M, N)
 
 
-#: Width of B's scale block along N (DeepSeek-V3's 128x128 weight blocks).
-SCALE_BLOCK = 128
-
-
 class BlockScaledContext(GemmContext):
     """GemmContext for the block-scaled FP8 GEMM (DeepGEMM's method): each 128-deep K block
     is multiplied by WGMMA into a temporary accumulator from zero, then promoted on the CUDA
@@ -586,19 +587,15 @@ class BlockScaledContext(GemmContext):
             raise ValueError(f"schedule: block_k must be {SCALE_BLOCK} (the scale block along K), "
                              f"got {schedule.block_k}")
         super().__init__(schedule, a_dtype, b_dtype, "f32", out_storage)
-        self.scale_aligned = self.scale_blocks_aligned(schedule.block_n)
         self.b_scale_width = self.b_scale_width_of(schedule.block_n)
 
     @staticmethod
-    def scale_blocks_aligned(block_n: int) -> bool:
-        """Every tile starts on a 128-column boundary (block_n divides 128 or is a multiple of
-        it): column j of a tile then has B scale j // 128 of the tile's first block."""
-        return SCALE_BLOCK % block_n == 0 or block_n % SCALE_BLOCK == 0
-
-    @staticmethod
     def b_scale_width_of(block_n: int) -> int:
-        """B scales staged per ring slot: the 128-column blocks a tile can touch."""
-        return -(-block_n // SCALE_BLOCK) + (0 if BlockScaledContext.scale_blocks_aligned(block_n) else 1)
+        """B scales staged per ring slot: the 128-column blocks a tile covers. block_n is a
+        power of two (``Schedule``), so it divides 128 or is a multiple of it and every tile
+        starts on a 128-column boundary: column j of a tile has B scale j // 128 of the tile's
+        first block."""
+        return -(-block_n // SCALE_BLOCK)
 
     def allocate(self):
         super().allocate(registers=False)
@@ -644,10 +641,6 @@ class BlockScaledContext(GemmContext):
         em, it = self.emitter, self.iteration
         a_smem, b_smem, full, acc, tmp = self.a_smem, self.b_smem, self.full, self.acc, self.tmp
         a_scales, b_scales, a_bytes, b_bytes = self.a_scales, self.b_scales, self.a_bytes, self.b_bytes
-        aligned = self.scale_aligned
-
-        def b_index(j):
-            return j // SCALE_BLOCK if aligned else (tile.n0 + j) // SCALE_BLOCK - tile.n0 // SCALE_BLOCK
 
         @T.macro
         def issue(t, it):
@@ -658,7 +651,7 @@ class BlockScaledContext(GemmContext):
         @T.macro
         def promote(t, it):
             for i, j in T.Parallel(bm, bn):
-                acc[i, j] = acc[i, j] + t[i, j] * (a_scales[_slot(it, S), i] * b_scales[_slot(it, S), b_index(j)])
+                acc[i, j] = acc[i, j] + t[i, j] * (a_scales[_slot(it, S), i] * b_scales[_slot(it, S), j // SCALE_BLOCK])
             self.release(_slot(it, S))
 
         @T.macro
