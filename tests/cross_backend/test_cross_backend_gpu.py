@@ -103,10 +103,8 @@ def test_backends_agree(family, index):
     generator = torch.Generator().manual_seed(rng.randrange(2**31))
     M, N, K, dtype, layouts, epi = _case(rng, dtypes, epilogues)
     a_dtype, b_dtype, out_dtype, tol = DTYPES[dtype]
-    if epi.get("scale_a") or epi.get("scale_b") or epi.get("bias"):
-        out_dtype = torch.bfloat16
-    if out_dtype == torch.bfloat16 and tol == torch.int8:
-        tol = torch.bfloat16  # exact int32 products, rounded to bf16 by the epilogue
+    if (epi.get("scale_a") or epi.get("scale_b") or epi.get("bias")) and out_dtype == torch.int32:
+        out_dtype, tol = torch.bfloat16, torch.bfloat16  # exact int32 products, rounded to bf16 by the epilogue
     schedule = _schedule_for(base, a_dtype)
     batch, shared = None, None
     if family == "batched":
