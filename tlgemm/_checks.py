@@ -1,11 +1,14 @@
 """Host-side argument rules both backends' launchers share (torch only): dtype classes, the
-output dtype rule, scale/bias vectors, and a tensor's launch signature. Errors name the
-argument: TypeError for a wrong type or dtype, ValueError otherwise."""
+output dtype rule, scale/bias vectors, the block-scaled GEMM's operand rules, and a tensor's
+launch signature with the bounded caches keyed by it. Errors name the argument: TypeError
+for a wrong type or dtype, ValueError otherwise."""
 
 import torch
 
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 FLOAT_OUT = (torch.float32, torch.float16, torch.bfloat16)
+#: DeepSeek-V3's scale block: 1x128 groups of the activation, 128x128 blocks of the weight.
+SCALE_BLOCK = 128
 
 
 def output_dtype(a_dtype, out_dtype, epilogue: bool):
@@ -34,6 +37,48 @@ def vector(name, v, lengths, dtypes, device, first="a"):
     if v.device != device:
         raise ValueError(f"{name}: on {v.device}, but {first} is on {device}; all tensors must share a device")
     return v.reshape(-1)
+
+
+def blockscaled_problem(names, a, b, scale_a, scale_b, batched: bool, check_tensor):
+    """(batch, M, N, K) of a block-scaled GEMM (batch: () or (B,)) after its operand rules:
+    a [(B,) M, K] and b [(B,) N, K] fp8, K a multiple of SCALE_BLOCK, scale_a
+    [(B,) M, K/128] and scale_b [(B,) ceil(N/128), K/128] float32. ``names`` are the caller's
+    names of (a, b, scale_a, scale_b); ``check_tensor(name, t, ndim)`` is the backend's own
+    tensor check (type, rank, index range)."""
+    na, nb, nsa, nsb = names
+    ndim = 3 if batched else 2
+    for name, t in ((na, a), (nb, b)):
+        check_tensor(name, t, ndim)
+        if t.dtype not in FP8:
+            raise TypeError(f"{name}: dtype must be one of {[str(d) for d in FP8]}, got {t.dtype}")
+    if batched and a.shape[0] != b.shape[0]:
+        raise ValueError(f"{na}, {nb}: batch sizes differ: {na} is {tuple(a.shape)}, {nb} is {tuple(b.shape)}")
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"{na}, {nb}: K differs ({nb} is [N, K]): {na} is {tuple(a.shape)}, {nb} is {tuple(b.shape)}")
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-2]
+    batch = (a.shape[0],) if batched else ()
+    if K % SCALE_BLOCK:
+        raise ValueError(f"{na}: K = {K} must be a multiple of {SCALE_BLOCK} (the scale block along K)")
+    for name, t, expected in ((nsa, scale_a, (*batch, M, K // SCALE_BLOCK)),
+                              (nsb, scale_b, (*batch, -(-N // SCALE_BLOCK), K // SCALE_BLOCK))):
+        check_tensor(name, t, ndim)
+        if t.dtype != torch.float32:
+            raise TypeError(f"{name}: dtype must be torch.float32, got {t.dtype}")
+        if tuple(t.shape) != expected:
+            raise ValueError(f"{name}: expected shape {expected}, got {tuple(t.shape)}")
+    return batch, M, N, K
+
+
+#: Entries a launch cache keyed by signatures holds before it is cleared (``remember``).
+MAX_CACHED_LAUNCHES = 4096
+
+
+def remember(cache: dict, key, value) -> None:
+    """cache[key] = value, clearing the cache first when it holds MAX_CACHED_LAUNCHES entries
+    (call signatures are unbounded; a full cache is rebuilt by the calls that follow)."""
+    if len(cache) >= MAX_CACHED_LAUNCHES:
+        cache.clear()
+    cache[key] = value
 
 
 def signature(t):

@@ -58,14 +58,14 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from tlgemm._checks import signature
+from tlgemm._checks import FLOAT_OUT as _FLOAT
+from tlgemm._checks import FP8 as _FP8
+from tlgemm._checks import SCALE_BLOCK, remember, signature
 from tlgemm.schedules import AutotuneCache, Schedule, Selection, cdiv, num_programs, select, shape_bucket
 
 __all__ = ["matmul", "addmm", "bmm", "scaled_mm", "explain", "autotune", "Explanation", "AutotuneResult",
            "Target", "TARGETS"]
 
-_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
-_FLOAT = (torch.float32, torch.float16, torch.bfloat16)
 _INPUTS = _FLOAT + _FP8 + (torch.int8,)
 _LIMIT = 2**31
 _BACKENDS = ("auto", "tilelang", "triton")
@@ -296,7 +296,6 @@ _PLANS: dict[tuple, _Plan] = {}
 #: Repeated tlgemm.matmul calls that ran on the TileLang backend: ``_repeat_key`` → the
 #: launcher's cached launch (tlgemm.tilelang.cached_launch), called with no other step.
 _REPEATS: dict[tuple, Callable] = {}
-_MAX_REPEATS = 4096
 
 
 def _forget_plans() -> None:
@@ -330,8 +329,8 @@ def _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32) -> tuple[str
     elif a_dtype == torch.float32 and not tf32:
         hard = ("float32 inputs with TF32 off (torch.backends.cuda.matmul.allow_tf32 is False): "
                 "wgmma has no full-precision float32 path")
-    elif op == "blockscaled" and K % 128:
-        hard = f"K={K} is not a multiple of 128, which TileLang's block-scaled kernel needs (one scale block per K-step)"
+    elif op == "blockscaled" and K % SCALE_BLOCK:
+        hard = f"K={K} is not a multiple of {SCALE_BLOCK}, which TileLang's block-scaled kernel needs (one scale block per K-step)"
     else:
         try:
             if _backend_kernel("tilelang", op) is None:
@@ -510,9 +509,7 @@ def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=N
     if repeat_key is not None and plan.backend == "tilelang":
         launch = importlib.import_module("tlgemm.tilelang").cached_launch(a, b, plan.schedule, out)
         if launch is not None:
-            if len(_REPEATS) >= _MAX_REPEATS:
-                _REPEATS.clear()
-            _REPEATS[repeat_key] = launch
+            remember(_REPEATS, repeat_key, launch)
     return out
 
 

@@ -43,6 +43,7 @@ import triton
 import triton.language as tl
 
 import tlgemm
+from tlgemm._checks import SCALE_BLOCK
 from tlgemm.api import runs_schedule
 from tlgemm.schedules import Schedule, select
 from tlgemm.quantize import dequantize_fp8_blockwise, quantize_fp8_blockwise
@@ -85,7 +86,6 @@ SHAPE_SETS: dict[str, tuple[tuple[int, int, int], ...]] = {
 }
 #: Sets measured in one fixed dtype whatever --dtypes says.
 SET_DTYPES = {"fp8-blockscaled": ("fp8-block",)}
-SCALE_BLOCK = 128  # K (and W's N) extent of one block scale
 A_BLOCK, W_BLOCK = (1, SCALE_BLOCK), (SCALE_BLOCK, SCALE_BLOCK)  # DeepSeek-V3 activation / weight blocks
 
 

@@ -202,3 +202,25 @@ def test_bmm_epilogue_and_strided_out(generator):
     out = poisoned((batch, N, M), torch.float32, DEV).mT
     TL.bmm(a, b, ONE_WG, out=out, scale_a=sa, scale_b=sb, bias=bias)
     check(out, reference_gemm(a, b, scale_a=sa, scale_b=sb, bias=bias), torch.bfloat16, "bmm epilogue")
+
+
+def test_empty_problems_launch_nothing(generator):
+    """K = 0 gives zeros (plus the bias row), M, N or the batch = 0 an empty result, in the
+    plain, batched and block-scaled launchers; outputs are poisoned first."""
+    bias = torch.randn(24, generator=generator).to(DEV)
+    a, b = torch.empty(16, 0, dtype=torch.bfloat16, device=DEV), torch.empty(0, 24, dtype=torch.bfloat16, device=DEV)
+    out = poisoned((16, 24), torch.float32, DEV)
+    TL.matmul(a, b, ONE_WG, out=out, bias=bias)
+    assert torch.equal(out, bias.expand(16, 24))
+    out = poisoned((2, 16, 24), torch.bfloat16, DEV)
+    TL.bmm(a.expand(2, 16, 0), b.expand(2, 0, 24), ONE_WG, out=out)
+    assert torch.equal(out, torch.zeros_like(out))
+    assert TL.bmm(a.expand(0, 16, 0), b.expand(0, 0, 24), ONE_WG).shape == (0, 16, 24)
+    e4m3 = torch.float8_e4m3fn
+    out = poisoned((16, 24), torch.float32, DEV)
+    TL.blockscaled_matmul(a.to(e4m3), b.t().to(e4m3), torch.empty(16, 0, device=DEV), torch.empty(1, 0, device=DEV),
+                          out=out, bias=bias)
+    assert torch.equal(out, bias.expand(16, 24))
+    empty = TL.blockscaled_bmm(torch.empty(0, 16, 128, dtype=e4m3, device=DEV), torch.empty(0, 24, 128, dtype=e4m3,
+                               device=DEV), torch.empty(0, 16, 1, device=DEV), torch.empty(0, 1, 1, device=DEV))
+    assert empty.shape == (0, 16, 24)

@@ -97,6 +97,18 @@ def _views(spec, A, B, C, A_scale, B_scale, bias, M, N):
     return tensorA, tensorB, tensorC, scale, bias_view
 
 
+def _num_programs(spec, M, N, BATCH):
+    """Persistent grid: min(SMs, tiles), the tiles of all BATCH GEMMs when ``spec.batched``."""
+    s = spec.schedule
+    tiles = T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n)
+    return T.min(spec.num_sms, tiles * BATCH if spec.batched else tiles)
+
+
+def _tile_at(sched: ScheduleContext, tile_id, batched: bool):
+    """The Tile of a persistent tile id: batch-major over the GEMMs when ``batched``."""
+    return sched.get_batched_tile_from_idx(tile_id) if batched else sched.get_tile_from_idx(tile_id)
+
+
 def persistent_gemm(spec: KernelSpec):
     """C = epilogue(A · B); program p runs whole tiles p, p + P, ... (P = min(SMs, tiles)).
     The producer warpgroup and the consumers walk the tiles in separate branches, so each
@@ -109,12 +121,7 @@ def persistent_gemm(spec: KernelSpec):
     a_shape, b_shape, c_shape = _operand_shapes(spec, M, N, K, NC, BATCH)
     sa_shape, sb_shape, bias_shape = _epilogue_shapes(spec, M, N)
     bias_dtype = spec.bias_storage or "float32"
-    s = spec.schedule
-    tiles = T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n) * (BATCH if spec.batched else 1)
-    num_programs = T.min(spec.num_sms, tiles)
-
-    def tile_of(sched, tile_id):
-        return sched.get_batched_tile_from_idx(tile_id) if spec.batched else sched.get_tile_from_idx(tile_id)
+    num_programs = _num_programs(spec, M, N, BATCH)
 
     @T.macro
     def body(A, B, C, A_scale, B_scale, bias):
@@ -127,12 +134,12 @@ def persistent_gemm(spec: KernelSpec):
             if ctx.is_producer():
                 ctx.set_registers(producer=True)
                 for t in T.serial(sched.num_local_tiles(total)):
-                    tile = ctx.bind_tile(tile_of(sched, start + t * step))
+                    tile = ctx.bind_tile(_tile_at(sched, start + t * step, spec.batched))
                     ctx.produce(tensorA, tensorB, tile, 0, sched.iters_per_tile)
             else:
                 ctx.set_registers(producer=False)
                 for t in T.serial(sched.num_local_tiles(total)):
-                    tile = ctx.bind_tile(tile_of(sched, start + t * step))
+                    tile = ctx.bind_tile(_tile_at(sched, start + t * step, spec.batched))
                     ctx.consume(0, sched.iters_per_tile)
                     tensorC.store(ctx, tile, scale=scale, bias=bias_view)
                 tensorC.drain(ctx)
@@ -307,14 +314,9 @@ def blockscaled_gemm(spec: BlockScaledSpec):
     ctx = BlockScaledContext(spec.schedule, spec.a_dtype, spec.b_dtype, spec.out_storage)
     M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
     KB, NB, BATCH = T.dynamic("KB"), T.dynamic("NB"), T.dynamic("BATCH")
-    s = spec.schedule
     lead = (BATCH,) if spec.batched else ()
     bias_shape = (N,) if spec.bias_storage is not None else (1,)
-    tiles = T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n) * (BATCH if spec.batched else 1)
-    num_programs = T.min(spec.num_sms, tiles)
-
-    def tile_of(sched, tile_id):
-        return sched.get_batched_tile_from_idx(tile_id) if spec.batched else sched.get_tile_from_idx(tile_id)
+    num_programs = _num_programs(spec, M, N, BATCH)
 
     @T.prim_func
     def gemm(A: T.Tensor((*lead, M, K), ctx.a_storage), B: T.Tensor((*lead, N, K), ctx.b_storage),
@@ -333,12 +335,12 @@ def blockscaled_gemm(spec: BlockScaledSpec):
             if ctx.is_producer():
                 ctx.set_registers(producer=True)
                 for t in T.serial(sched.num_local_tiles(total)):
-                    tile = ctx.bind_tile(tile_of(sched, start + t * step))
+                    tile = ctx.bind_tile(_tile_at(sched, start + t * step, spec.batched))
                     ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0, sched.iters_per_tile)
             else:
                 ctx.set_registers(producer=False)
                 for t in T.serial(sched.num_local_tiles(total)):
-                    tile = ctx.bind_tile(tile_of(sched, start + t * step))
+                    tile = ctx.bind_tile(_tile_at(sched, start + t * step, spec.batched))
                     ctx.consume_blockscaled(tile, 0, sched.iters_per_tile)
                     tensorC.store(ctx, tile, bias=bias_view)
                 tensorC.drain(ctx)

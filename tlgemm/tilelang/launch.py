@@ -37,13 +37,13 @@ import torch
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import output_dtype, signature, vector
+from tlgemm._checks import SCALE_BLOCK as _SCALE_BLOCK
+from tlgemm._checks import blockscaled_problem, output_dtype, remember, signature, vector
 from tlgemm import schedules
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
 
 from .emitter_gemm import PASS_CONFIGS, lower_to_cuda
 from .kernels import KernelSpec, build, schedule_trace_kernel
-from .stages import SCALE_BLOCK as _SCALE_BLOCK
 
 __all__ = ["matmul", "persistent_matmul", "streamk_matmul", "bmm", "schedule_trace", "kernel_source", "make_spec",
            "cached_launch",
@@ -107,6 +107,11 @@ def _oriented(a, b, a_how, b_how, pad):
         elif b_how == "MN":
             B = torch.nn.functional.pad(B, (0, 0, 0, pad))
     return A, B
+
+
+def _empty_k(target, bias):
+    """The result of a product with K = 0 (no launch): zeros, plus the bias row when given."""
+    return target.zero_() if bias is None else target.copy_(bias.expand(target.shape))
 
 
 def _k_major_copy(t, pad):
@@ -294,9 +299,8 @@ class _Launch:
         return target
 
 
-#: Cached launches (``_Launch``) per call signature; cleared when it reaches ``_MAX_LAUNCHES``.
+#: Cached launches (``_Launch``) per call signature (bounded: ``tlgemm._checks.remember``).
 _LAUNCHES: dict[tuple, _Launch] = {}
-_MAX_LAUNCHES = 4096
 
 
 def _launch_key(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
@@ -322,9 +326,7 @@ def _launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
         if not isinstance(launch, _Launch):  # an empty problem's result
             return launch
         if key is not None:
-            if len(_LAUNCHES) >= _MAX_LAUNCHES:
-                _LAUNCHES.clear()
-            _LAUNCHES[key] = launch
+            remember(_LAUNCHES, key, launch)
     return launch(a, b, out, scale_a, scale_b, bias)
 
 
@@ -346,10 +348,7 @@ def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
         target = out if out is not None else torch.empty((M, N), dtype=out_dtype, device=device)
         if M == 0 or N == 0:
             return target
-        value = torch.zeros((M, N), dtype=torch.float32, device=device)
-        if vectors[2] is not None:
-            value += vectors[2].float()
-        return target.copy_(value)
+        return _empty_k(target, vectors[2])
     swap = schedule.is_swap_ab
     if swap:
         a, b, M, N = b.t(), a.t(), N, M
@@ -433,10 +432,7 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
     if not (batch and M and N):
         return target
     if not K:
-        value = torch.zeros((M, N), dtype=torch.float32, device=device)
-        if vectors[2] is not None:
-            value += vectors[2].float()
-        return target.copy_(value.expand(batch, M, N))
+        return _empty_k(target, vectors[2])
     a_how, b_how, pad = _orientation(M, K, N, a.stride()[1:], b.stride()[1:], a.data_ptr() % _TMA_ALIGN == 0,
                                      b.data_ptr() % _TMA_ALIGN == 0, a.element_size())
     if batch > 1 and a.stride(0) != M * K:
@@ -600,25 +596,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     problem, its result); ``names`` are the caller's argument names of (a, b, scale_a, scale_b)."""
     na, nb, nsa, nsb = names
     ndim = 3 if batched else 2
-    for name, t in ((na, a), (nb, b)):
-        _check_tensor(name, t, ndim)
-        if t.dtype not in _FP8:
-            raise TypeError(f"{name}: dtype must be one of {[str(d) for d in _FP8]}, got {t.dtype}")
-    if batched and a.shape[0] != b.shape[0]:
-        raise ValueError(f"{na}, {nb}: batch sizes differ: {na} is {tuple(a.shape)}, {nb} is {tuple(b.shape)}")
-    if a.shape[-1] != b.shape[-1]:
-        raise ValueError(f"{na}, {nb}: K differs ({nb} is [N, K]): {na} is {tuple(a.shape)}, {nb} is {tuple(b.shape)}")
-    M, K, N = a.shape[-2], a.shape[-1], b.shape[-2]
-    batch = (a.shape[0],) if batched else ()
-    if K % _SCALE_BLOCK:
-        raise ValueError(f"{na}: K = {K} must be a multiple of {_SCALE_BLOCK} (the scale block along K)")
-    for name, t, expected in ((nsa, scale_a, (*batch, M, K // _SCALE_BLOCK)),
-                              (nsb, scale_b, (*batch, -(-N // _SCALE_BLOCK), K // _SCALE_BLOCK))):
-        _check_tensor(name, t, ndim)
-        if t.dtype != torch.float32:
-            raise TypeError(f"{name}: dtype must be torch.float32, got {t.dtype}")
-        if tuple(t.shape) != expected:
-            raise ValueError(f"{name}: expected shape {expected}, got {tuple(t.shape)}")
+    batch, M, N, K = blockscaled_problem(names, a, b, scale_a, scale_b, batched, _check_tensor)
     shape = (*batch, M, N)
     if out is not None:
         _check_tensor("out", out, ndim)
@@ -657,8 +635,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     if need > smem_limit:
         raise ValueError(f"schedule: needs {need} bytes of shared memory, the device allows {smem_limit}")
     if K == 0:
-        target = out if out is not None else torch.empty(shape, dtype=out_dtype, device=device)
-        return target.copy_(torch.zeros(shape, device=device) if bias_vec is None else bias_vec.expand(shape))
+        return _empty_k(out if out is not None else torch.empty(shape, dtype=out_dtype, device=device), bias_vec)
     step = _TMA_ALIGN // out_dtype.itemsize
     direct = N % step == 0 and (out is None or (out.is_contiguous() and out.data_ptr() % _TMA_ALIGN == 0))
     return _BlockScaledLaunch(_entry(_compiled_blockscaled(spec)), shape, (*batch, M, N + (-N) % step), out_dtype,
@@ -691,7 +668,7 @@ class _BlockScaledLaunch:
         return target
 
 
-#: Cached block-scaled launches per call signature; cleared when it reaches ``_MAX_LAUNCHES``.
+#: Cached block-scaled launches per call signature (bounded: ``tlgemm._checks.remember``).
 _BLOCKSCALED_LAUNCHES: dict[tuple, _BlockScaledLaunch] = {}
 
 
@@ -708,9 +685,7 @@ def _blockscaled_call(names, a, b, scale_a, scale_b, schedule, out, out_dtype, b
         if not isinstance(launch, _BlockScaledLaunch):  # an empty problem's result
             return launch
         if key is not None:
-            if len(_BLOCKSCALED_LAUNCHES) >= _MAX_LAUNCHES:
-                _BLOCKSCALED_LAUNCHES.clear()
-            _BLOCKSCALED_LAUNCHES[key] = launch
+            remember(_BLOCKSCALED_LAUNCHES, key, launch)
     return launch(a, b, scale_a, scale_b, out, bias)
 
 

@@ -31,6 +31,7 @@ a box on loads and clips it on stores (CUDA driver API, cuTensorMapEncodeTiled).
 
 import tilelang.language as T
 
+from tlgemm._checks import SCALE_BLOCK
 from tlgemm.macros.emitter import WGMMAEmitter
 from tlgemm.macros.operands import Major
 from tlgemm.schedules import Schedule, store_staging
@@ -525,11 +526,6 @@ class ScheduleContext:
         h = global_iter - self.full_tiles * self.iters_per_tile
         big = r * (q + 1)
         return T.if_then_else(h < big, h // (q + 1), r + (h - big) // T.max(q, 1))
-
-
-#: Depth of a scale block along K, and width of B's along N (DeepSeek-V3's 1x128 activation and
-#: 128x128 weight blocks).
-SCALE_BLOCK = 128
 
 
 class GroupScaleView:

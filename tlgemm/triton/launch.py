@@ -33,7 +33,7 @@ from triton.runtime.errors import OutOfResources
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import output_dtype, vector
+from tlgemm._checks import SCALE_BLOCK, blockscaled_problem, output_dtype, vector
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, resolve_num_sms
 
 from .kernels import (
@@ -54,9 +54,6 @@ __all__ = [
 _INTERPRETED = interpreting()
 _INPUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int8) + _FP8
 _INT32_INDEX = 2**31
-#: Scale block of the block-scaled FP8 GEMM (DeepSeek-V3 / DeepGEMM): A scales per row and
-#: 128 K-elements, B scales per 128 × 128 block.
-SCALE_BLOCK = 128
 
 
 # ---- shared memory ---------------------------------------------------------------------------
@@ -325,26 +322,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     (a, b, scale_a, scale_b)."""
     na, nb, nsa, nsb = names
     ndim = 3 if batched else 2
-    _check_tensor(na, a, ndim)
-    _check_tensor(nb, b, ndim)
-    for name, t in ((na, a), (nb, b)):
-        if t.dtype not in _FP8:
-            raise TypeError(f"{name}: dtype must be one of {[str(d) for d in _FP8]}, got {t.dtype}")
-    if batched and a.shape[0] != b.shape[0]:
-        raise ValueError(f"{na}, {nb}: batch sizes differ: {na} is {tuple(a.shape)}, {nb} is {tuple(b.shape)}")
-    if a.shape[-1] != b.shape[-1]:
-        raise ValueError(f"{na}, {nb}: K differs ({nb} is [N, K]): {na} is {tuple(a.shape)}, {nb} is {tuple(b.shape)}")
-    M, K, N = a.shape[-2], a.shape[-1], b.shape[-2]
-    batch = (a.shape[0],) if batched else ()
-    if K % SCALE_BLOCK:
-        raise ValueError(f"{na}: K = {K} must be a multiple of {SCALE_BLOCK} (the scale block along K)")
-    for name, t, expected in ((nsa, scale_a, (*batch, M, K // SCALE_BLOCK)),
-                              (nsb, scale_b, (*batch, -(-N // SCALE_BLOCK), K // SCALE_BLOCK))):
-        _check_tensor(name, t, ndim)
-        if t.dtype != torch.float32:
-            raise TypeError(f"{name}: dtype must be torch.float32, got {t.dtype}")
-        if tuple(t.shape) != expected:
-            raise ValueError(f"{name}: expected shape {expected}, got {tuple(t.shape)}")
+    batch, M, N, K = blockscaled_problem(names, a, b, scale_a, scale_b, batched, _check_tensor)
     if schedule is None:
         schedule = default_blockscaled_schedule(M)
     _check_schedule(schedule)
