@@ -1,14 +1,18 @@
 """Host overhead per call of tlgemm.matmul against torch.matmul at tiny shapes, in one run.
 
-    python benchmarks/host_overhead.py [--calls 2000] [--repeats 7] [--out benchmarks/results/host_overhead.json]
+    python benchmarks/host_overhead.py [--calls 300] [--repeats 21] [--out benchmarks/results/host_overhead.json]
 
 For each shape (16³ and 64³, bf16; a row-major, b the transpose of a row-major [N, K] weight)
 and each implementation: one checked call (against torch.matmul; a wrong result gets no
-number), a warm-up (compilation, tlgemm's plan cache), then ``calls`` back-to-back calls timed
-with time.perf_counter and a final synchronize; per call = wall time / calls, the median of
-``repeats``. A kernel this small runs in a few microseconds, so the GPU never holds up the
-loop and the wall time per call is the host's time per call ("issue" is the loop alone,
-before the synchronize). Rows:
+number) and a warm-up (compilation, tlgemm's plan cache). Then ``repeats`` rounds, each timing
+``calls`` back-to-back calls of every implementation in turn (time.perf_counter, a final
+synchronize); per call = wall time / calls, the median over the rounds. Round-robin rounds
+keep the host's own warm-up (clock ramp, caches: the first loop of a fresh process runs up to
+1.5x slower) from landing on whichever row is timed first. A kernel this small runs in a few
+microseconds, so the GPU never holds up the loop and the wall time per call is the host's time
+per call ("issue" is the loop alone, before the synchronize; 300 calls stay well below the
+roughly thousand pending launches at which a launch call blocks, so a kernel slower than the
+host would show as wall > issue rather than inside the issue time). Rows:
 
   torch.matmul                      cuBLAS through torch, allocating its output
   torch.matmul(out=)                the same into a preallocated output
@@ -40,22 +44,26 @@ from tlgemm.testing import assert_gemm_close, random_operand
 SHAPES = ((16, 16, 16), (64, 64, 64))
 
 
-def per_call_us(fn, calls: int, repeats: int) -> tuple[float, float]:
-    """(wall, issue) microseconds per call, medians over ``repeats`` loops of ``calls`` calls."""
-    for _ in range(max(10, calls // 10)):
+def timed_loop(fn, calls: int) -> tuple[float, float]:
+    """(wall, issue) microseconds per call of one loop of ``calls`` calls."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
         fn()
-    walls, issues = [], []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        issued = time.perf_counter()
-        torch.cuda.synchronize()
-        done = time.perf_counter()
-        issues.append((issued - start) / calls * 1e6)
-        walls.append((done - start) / calls * 1e6)
-    return statistics.median(walls), statistics.median(issues)
+    issued = time.perf_counter()
+    torch.cuda.synchronize()
+    done = time.perf_counter()
+    return (done - start) / calls * 1e6, (issued - start) / calls * 1e6
+
+
+def per_call_us(fns, calls: int, repeats: int) -> list[tuple[float, float]]:
+    """(wall, issue) microseconds per call of each fn: medians over ``repeats`` round-robin
+    rounds of one ``calls``-call loop per fn, after a warm-up loop of each."""
+    for fn in fns:
+        timed_loop(fn, max(10, calls // 10))
+    loops = [[timed_loop(fn, calls) for fn in fns] for _ in range(repeats)]
+    return [(statistics.median(r[i][0] for r in loops), statistics.median(r[i][1] for r in loops))
+            for i in range(len(fns))]
 
 
 def backends() -> list[str]:
@@ -89,8 +97,8 @@ def version(module: str) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--out", type=pathlib.Path,
                         default=pathlib.Path(__file__).resolve().parent / "results" / "host_overhead.json")
     args = parser.parse_args(argv)
@@ -106,11 +114,12 @@ def main(argv=None) -> int:
         a = random_operand((M, K), torch.bfloat16, generator=generator, device="cuda")
         b = random_operand((N, K), torch.bfloat16, generator=generator, device="cuda").t()
         reference = torch.matmul(a, b).double()
-        baseline = None
-        for label, fn in implementations(a, b, names):
+        impls = implementations(a, b, names)
+        for label, fn in impls:
             assert_gemm_close(fn(), reference, torch.bfloat16, what=label)
-            wall, issue = per_call_us(fn, args.calls, args.repeats)
-            baseline = wall if baseline is None else baseline
+        times = per_call_us([fn for _, fn in impls], args.calls, args.repeats)
+        baseline = times[0][0]
+        for (label, _), (wall, issue) in zip(impls, times):
             rows.append({"M": M, "N": N, "K": K, "impl": label, "us_per_call": wall, "issue_us_per_call": issue,
                          "ratio_to_torch_matmul": wall / baseline})
             print(f"{f'{M}x{N}x{K}':>10}  {label:32s} {wall:9.2f} {issue:9.2f} {wall / baseline:15.2f}x")

@@ -621,12 +621,17 @@ def _schedule_from_arg(text: str | None) -> Schedule | None:
     return None if text is None else Schedule.from_dict(json.loads(text))
 
 
-def _needs_grad(*tensors) -> bool:
-    """Whether autograd must see this call (an input requires grad, grad mode on)."""
-    for t in tensors:
-        if getattr(t, "requires_grad", False):
-            return torch.is_grad_enabled()
-    return False
+def _needs_grad(a, b, *more) -> bool:
+    """Whether autograd must see this call (an input requires grad, grad mode on). Two plain
+    attribute reads for matmul's operands (its repeated calls pass here); a non-tensor
+    counts as not requiring grad (validation names it)."""
+    try:
+        wanted = a.requires_grad or b.requires_grad
+    except AttributeError:
+        wanted = False
+    for t in more:
+        wanted = wanted or getattr(t, "requires_grad", False)
+    return wanted and torch.is_grad_enabled()
 
 
 def _op_result(result: torch.Tensor, out):
@@ -660,7 +665,7 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     except (AttributeError, TypeError):
         key = launch = None
     if launch is not None:
-        return launch(a, b, out, None, None, None)
+        return launch(a, b, out)
     return _matmul_eager(a, b, out, out_dtype, backend, schedule, key)
 
 

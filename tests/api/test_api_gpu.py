@@ -187,6 +187,7 @@ def test_repeat_calls_reuse_the_launch_only_for_their_signature(generator):
         "out given": (a, b, poisoned((100, 256), torch.bfloat16, "cuda")),
         "out column-major": (a, b, poisoned((256, 100), torch.bfloat16, "cuda").t()),
         "out float32": (a, b, poisoned((100, 256), torch.float32, "cuda")),
+        "8 rows (swap-AB candidates)": (a[:8], b, None),
     }
     for name, (x, y, out) in variants.items():
         for _ in range(2):

@@ -279,12 +279,12 @@ class _Launch:
         self.placeholder, self.workspace = placeholder, workspace
 
     def __call__(self, a, b, out, scale_a, scale_b, bias):
-        target = out if out is not None else torch.empty(self.shape, dtype=self.out_dtype, device=a.device)
+        target = out if out is not None else torch.empty(size=self.shape, dtype=self.out_dtype, device=a.device)
         view = target
         if self.swap:
             a, b, scale_a, scale_b, view = b.mT, a.mT, scale_b, scale_a, target.mT
         A, B = _oriented(a, b, self.a_how, self.b_how, self.pad)
-        C = view if self.direct else torch.empty(self.c_shape, dtype=self.out_dtype, device=a.device)
+        C = view if self.direct else torch.empty(size=self.c_shape, dtype=self.out_dtype, device=a.device)
         if self.epilogue:
             ones = self.placeholder
             vectors = (ones if v is None else v.reshape(-1).contiguous() for v in (scale_a, scale_b, bias))
@@ -333,10 +333,27 @@ def _launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
 def cached_launch(a, b, schedule, out):
     """The launch that ``matmul(a, b, schedule, out=out)`` (no scales, bias or num_sms) ran,
     once a call with these argument signatures has run, else None. Called as
-    ``launch(a2, b2, out2, None, None, None)`` with tensors of the same signatures it repeats
-    that call without validating again (tlgemm.matmul does so); ``out2=None`` allocates the
-    output, which serves exactly when ``out`` was a fresh ``torch.empty`` of the result."""
-    return _cached(a, b, schedule, out, None, None, None, None, None)[1]
+    ``launch(a2, b2, out2)`` with tensors of the same signatures it repeats that call without
+    validating again (tlgemm.matmul does so); ``out2=None`` allocates the output, which serves
+    exactly when ``out`` was a fresh ``torch.empty`` of the result."""
+    launch = _cached(a, b, schedule, out, None, None, None, None, None)[1]
+    if launch is None:
+        return None
+    if launch.swap or launch.epilogue or launch.pad or not launch.direct or "copy" in (launch.a_how, launch.b_how):
+        return lambda a, b, out: launch(a, b, out, None, None, None)
+    return _plain_launch(launch.entry, launch.shape, launch.out_dtype, a.device, launch.a_how == "MN",
+                         launch.b_how == "K")
+
+
+def _plain_launch(entry, shape, out_dtype, device, a_transposed, b_transposed):
+    """A repeat of a launch that only views its operands (``_Launch`` with no swap, copy,
+    padding, epilogue or temporary C) as one closure over its constants: the fewest Python
+    steps between tlgemm.matmul and the kernel's entry."""
+    def launch(a, b, out):
+        target = torch.empty(size=shape, dtype=out_dtype, device=device) if out is None else out
+        entry(a.mT if a_transposed else a, b.mT if b_transposed else b, target)
+        return target
+    return launch
 
 
 def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
@@ -658,8 +675,8 @@ class _BlockScaledLaunch:
         self.a_direct, self.b_direct, self.direct, self.placeholder = a_direct, b_direct, direct, placeholder
 
     def __call__(self, a, b, scale_a, scale_b, out, bias):
-        target = out if out is not None else torch.empty(self.shape, dtype=self.out_dtype, device=a.device)
-        C = target if self.direct else torch.empty(self.c_shape, dtype=self.out_dtype, device=a.device)
+        target = out if out is not None else torch.empty(size=self.shape, dtype=self.out_dtype, device=a.device)
+        C = target if self.direct else torch.empty(size=self.c_shape, dtype=self.out_dtype, device=a.device)
         self.entry(a if self.a_direct else _k_major_copy(a, 0), b if self.b_direct else _k_major_copy(b, 0), C,
                    scale_a.mT.contiguous(), scale_b.mT.contiguous(),
                    self.placeholder if bias is None else bias.reshape(-1).contiguous())
