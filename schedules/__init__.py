@@ -30,7 +30,7 @@ from .grid import (
     problem_shape,
     tile_coords,
 )
-from .schedule import BLOCK_K_SIZES, BLOCK_MN_SIZES, MAP_KINDS, RASTERS, Schedule
+from .schedule import BLOCK_K_SIZES, BLOCK_MN_SIZES, BLOCK_N_STEP, MAP_KINDS, RASTERS, Schedule
 from .selection import MODES, Candidate, Selection, select, shared_memory_bytes, store_staging
 from .decompose import (
     StreamKPlan,
@@ -50,7 +50,7 @@ from .decompose import (
 )
 
 __all__ = [
-    "Schedule", "RASTERS", "MAP_KINDS", "BLOCK_MN_SIZES", "BLOCK_K_SIZES",
+    "Schedule", "RASTERS", "MAP_KINDS", "BLOCK_MN_SIZES", "BLOCK_K_SIZES", "BLOCK_N_STEP",
     "cdiv", "problem_shape", "num_tiles_m", "num_tiles_n", "num_tiles", "num_k_iters",
     "grouped_coords", "tile_coords", "chiplet_transform", "chiplet_transform_chunked", "persistent_tile_range",
     "WorkItem", "num_splits", "split_k_range", "resolve_num_sms", "num_programs", "logical_program",

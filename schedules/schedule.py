@@ -22,12 +22,16 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Schedule", "RASTERS", "MAP_KINDS", "BLOCK_MN_SIZES", "BLOCK_K_SIZES", "MAX_THREADS"]
+__all__ = ["Schedule", "RASTERS", "MAP_KINDS", "BLOCK_MN_SIZES", "BLOCK_K_SIZES", "BLOCK_N_STEP", "MAX_THREADS"]
 
 RASTERS = ("m", "n")
 MAP_KINDS = ("grouped", "grouped_n", "row", "column")
 BLOCK_MN_SIZES = (16, 32, 64, 128, 256)
 BLOCK_K_SIZES = (16, 32, 64, 128, 256)
+#: block_n may be any multiple of this in [16, 256]: every WGMMA N from 32 up is a multiple of 16
+#: for every input type (PTX ISA 9.7.15.5.1). Power-of-two block_n is what Triton's tl.arange and
+#: the GEMM kernels take; only the TileLang block-scaled kernel takes the others.
+BLOCK_N_STEP = 16
 MAX_THREADS = 1024  # threads per CTA (CUDA and HIP limit)
 _WARPGROUP_THREADS = 128
 
@@ -50,7 +54,9 @@ class Schedule:
 
     Fields:
       block_m, block_n, block_k: the output tile (block_m x block_n) and the K step of one
-        K-iteration; powers of two, block_m/block_n in BLOCK_MN_SIZES, block_k in BLOCK_K_SIZES.
+        K-iteration; block_m in BLOCK_MN_SIZES and block_k in BLOCK_K_SIZES (powers of two),
+        block_n a multiple of BLOCK_N_STEP in [16, 256] (``has_pow2_block_n`` says whether it
+        is one of BLOCK_MN_SIZES, which most kernels need).
       group_size_m, raster: tile order (see ``grouped_coords``). raster "m": groups of
         group_size_m tile-rows, pid_m fastest inside a group (Triton tutorial / tritonBLAS);
         raster "n": the mirror, groups of group_size_m tile-columns, pid_n fastest.
@@ -88,11 +94,15 @@ class Schedule:
     is_swap_ab: bool = False
 
     def __post_init__(self) -> None:
-        for name, sizes in (("block_m", BLOCK_MN_SIZES), ("block_n", BLOCK_MN_SIZES), ("block_k", BLOCK_K_SIZES)):
+        for name, sizes in (("block_m", BLOCK_MN_SIZES), ("block_k", BLOCK_K_SIZES)):
             value = getattr(self, name)
             _require_int(name, value, 1)
             if value not in sizes:
                 raise ValueError(f"Schedule.{name} must be a power of two in [{sizes[0]}, {sizes[-1]}], got {value}")
+        _require_int("block_n", self.block_n, 1)
+        if self.block_n % BLOCK_N_STEP or not BLOCK_MN_SIZES[0] <= self.block_n <= BLOCK_MN_SIZES[-1]:
+            raise ValueError(f"Schedule.block_n must be a multiple of {BLOCK_N_STEP} in "
+                             f"[{BLOCK_MN_SIZES[0]}, {BLOCK_MN_SIZES[-1]}], got {self.block_n}")
         _require_int("group_size_m", self.group_size_m, 1)
         if self.raster not in RASTERS:
             raise ValueError(f"Schedule.raster must be one of {RASTERS}, got {self.raster!r}")
@@ -119,6 +129,11 @@ class Schedule:
         _require_bool("is_swap_ab", self.is_swap_ab)
 
     # ---- derived quantities -------------------------------------------------------------
+
+    @property
+    def has_pow2_block_n(self) -> bool:
+        """Whether block_n is a power of two (Triton's tl.arange and the GEMM kernels need one)."""
+        return self.block_n in BLOCK_MN_SIZES
 
     @property
     def threads(self) -> int:

@@ -62,9 +62,10 @@ MODES = ("data-parallel", "split-K", "Stream-K")  # in order of preference at eq
 
 def store_staging(block_n: int) -> tuple[int, int]:
     """(columns per chunk, buffers) of the output staging area: the epilogue writes a tile in
-    chunks of min(block_n, STORE_CHUNK_COLUMNS) columns through up to two buffers (the TMA
-    store of one chunk overlaps the conversion of the next)."""
-    chunk = min(block_n, STORE_CHUNK_COLUMNS)
+    chunks of the most columns, up to STORE_CHUNK_COLUMNS, that divide block_n in multiples of
+    8 (block_n itself when it is smaller; 40 for block_n = 160), through up to two buffers
+    (the TMA store of one chunk overlaps the conversion of the next)."""
+    chunk = next(c for c in range(min(block_n, STORE_CHUNK_COLUMNS), 0, -8) if block_n % c == 0)
     return chunk, min(2, block_n // chunk)
 
 

@@ -76,7 +76,8 @@ def test_to_dict_roundtrip():
     "kwargs, message",
     [
         ({"block_m": 96}, r"block_m must be a power of two in \[16, 256\], got 96"),
-        ({"block_n": 512}, r"block_n must be a power of two"),
+        ({"block_n": 512}, r"block_n must be a multiple of 16 in \[16, 256\], got 512"),
+        ({"block_n": 40}, r"block_n must be a multiple of 16 in \[16, 256\], got 40"),
         ({"block_k": 8}, r"block_k must be a power of two"),
         ({"block_m": 128.0}, r"block_m must be an int"),
         ({"group_size_m": 0}, r"group_size_m must be >= 1"),
@@ -99,6 +100,14 @@ def test_to_dict_roundtrip():
 def test_invalid_schedule_raises(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Schedule(**kwargs)
+
+
+def test_block_n_takes_multiples_of_16():
+    """block_n: any multiple of 16 in [16, 256] (the block-scaled kernel's 112, 144, 160...);
+    has_pow2_block_n tells the kernels that need a power of two."""
+    s = Schedule(block_n=160)
+    assert not s.has_pow2_block_n and Schedule(block_n=128).has_pow2_block_n
+    assert Schedule.from_dict(s.to_dict()) == s and "x160x" in str(s)
 
 
 def test_invalid_chain_steps_raise():

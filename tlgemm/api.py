@@ -345,9 +345,9 @@ def _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32) -> tuple[str
 
 
 def runs_schedule(backend: str, op: str, s: Schedule) -> bool:
-    """Whether ``backend``'s launcher for ``op`` takes this schedule: no split-K; swap-AB only
-    in the TileLang backend's matmul (not bmm); bmm: no Stream-K."""
-    if s.split_k > 1 or (op == "bmm" and s.streamk_tiles):
+    """Whether ``backend``'s launcher for ``op`` takes this schedule: no split-K, block_n a
+    power of two; swap-AB only in the TileLang backend's matmul (not bmm); bmm: no Stream-K."""
+    if s.split_k > 1 or not s.has_pow2_block_n or (op == "bmm" and s.streamk_tiles):
         return False
     return not s.is_swap_ab or (backend == "tilelang" and op != "bmm")
 

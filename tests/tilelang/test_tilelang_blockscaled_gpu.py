@@ -49,6 +49,27 @@ def test_few_k_blocks_and_ragged_n(generator, M, N, K, out_dtype):
     assert_gemm_close(out, reference_gemm(a64, b64.T), FP8)
 
 
+@pytest.mark.parametrize("block_m, block_n, warpgroups", [(128, 160, 2), (128, 192, 2), (128, 112, 2), (64, 48, 1),
+                                                          (64, 176, 1)], ids=str)
+@pytest.mark.parametrize("M, N, K", [(300, 2112, 512), (65, 1000, 384)], ids=str)
+def test_non_power_of_two_block_n(generator, block_m, block_n, warpgroups, M, N, K):
+    """Tiles that straddle 128-column scale blocks (two or three per tile), one temporary
+    (160, 176, 192) or two (48, 112), ragged N; against the reference and the Triton kernel."""
+    from tlgemm.schedules import Schedule
+
+    schedule = Schedule(block_m=block_m, block_n=block_n, block_k=128, num_stages=4,
+                        num_warpgroups=warpgroups).persistent()
+    a = random_operand((M, K), FP8, generator=generator, device=DEV)
+    b = random_operand((N, K), FP8, generator=generator, device=DEV)
+    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
+    out = poisoned((M, N), torch.bfloat16, DEV)
+    blockscaled_matmul(a, b, sa, sb, schedule, out=out)
+    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
+    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
+    assert_gemm_close(out, reference_gemm(a64, b64.T), FP8, what=f"{schedule} vs reference")
+    assert_gemm_close(out, TR.blockscaled_matmul(a, b, sa, sb).double(), FP8, what=f"{schedule} vs Triton")
+
+
 def test_bias_and_fp32_output(generator):
     M, N, K = 333, 512, 1024
     a = random_operand((M, K), FP8, generator=generator, device=DEV)

@@ -147,6 +147,49 @@ def test_batched_blockscaled_kernel_lowers():
     assert {name for name, _ in copies} == {"SA_T", "SB_T"} and all("KB" in index for _, index in copies), copies
 
 
+@pytest.mark.parametrize("block_n, temporaries, width", [(160, 1, 2), (192, 1, 2), (112, 2, 2), (176, 1, 3)])
+def test_blockscaled_kernel_lowers_with_non_power_of_two_block_n(block_n, temporaries, width):
+    """A 128 x block_n tile: wgmma N = block_n, one temporary (no wait_group 1) once the
+    result and two temporaries would pass the register budget, the B scales of every
+    128-column block a tile can touch staged, each column selecting its own."""
+    import tilelang
+    from tilelang import tvm
+
+    from tlgemm.schedules import Schedule
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import PASS_CONFIGS, blockscaled_spec
+    from tlgemm.tilelang.stages import BlockScaledContext
+
+    schedule = Schedule(block_m=128, block_n=block_n, block_k=128, num_stages=4, num_warpgroups=2).persistent(132)
+    assert BlockScaledContext.temporaries_of(schedule) == temporaries
+    assert BlockScaledContext.b_scale_width_of(block_n) == width
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+    with tvm.transform.PassContext(opt_level=3, config=PASS_CONFIGS), target:
+        src = tilelang.lower(blockscaled_gemm(spec), target=target).kernel_source
+    assert set(re.findall(r"wgmma_ss<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
+                          r"tl::DataType::kFloat32, 64, (\d+), 32,", src)) == {str(block_n)}
+    assert ("warpgroup_wait<1>" in src) == (temporaries == 2)
+    assert f"* {block_n}) % 128)" in src  # the tile's offset into its first scale block selects the B scale
+    assert "mma.sync" not in src
+
+
+def test_gemm_kernels_reject_non_power_of_two_block_n():
+    with pytest.raises(ValueError, match="schedule: block_n=96 is not a power of two, which the TileLang GEMM"):
+        kernel_source(512, 512, 512, torch.bfloat16, torch.bfloat16, None, Schedule(block_n=96).persistent(132))
+
+
+def test_blockscaled_width_covers_every_tile():
+    """b_scale_width_of: the most 128-column scale blocks any tile touches, for every legal
+    block_n (checked by walking the tiles of a wide N)."""
+    from tlgemm.schedules import BLOCK_N_STEP
+    from tlgemm.tilelang.stages import BlockScaledContext
+
+    for block_n in range(BLOCK_N_STEP, 257, BLOCK_N_STEP):
+        touched = max((n0 + block_n - 1) // 128 - n0 // 128 + 1 for n0 in range(0, 128 * block_n, block_n))
+        assert BlockScaledContext.b_scale_width_of(block_n) == touched, block_n
+
+
 def test_blockscaled_schedule_rules():
     from tlgemm.schedules import Schedule
     from tlgemm.tilelang.launch import blockscaled_spec

@@ -153,6 +153,9 @@ def make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, *, a_major="K", b_
         raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
     if schedule.split_k > 1:
         raise ValueError("schedule: split_k > 1 is not implemented by the TileLang backend (use streamk_tiles)")
+    if not schedule.has_pow2_block_n:
+        raise ValueError(f"schedule: block_n={schedule.block_n} is not a power of two, which the TileLang GEMM "
+                         "kernels need (only the block-scaled kernel takes other multiples of 16)")
     schedule = schedule.swap_ab(False)
     if schedule.num_xcds != 1:
         raise ValueError("schedule: num_xcds > 1 is the AMD chiplet transform; the TileLang backend targets Hopper")
@@ -529,11 +532,6 @@ def schedule_trace(M, N, K, schedule, *, num_sms=None, device="cuda"):
     return [[WorkItem(*item) for item in trace[p][:counts[p]]] for p in range(P)]
 
 
-#: Registers per consumer thread the block-scaled kernel's three fp32 fragments (result and two
-#: temporaries) may take within setmaxnreg's 232: 128x128 on two warpgroups is 3 · 64 = 192.
-_BLOCKSCALED_FRAGMENT_REGISTERS = 192
-
-
 @functools.lru_cache(maxsize=4096)
 def _blockscaled_smem(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
     """The GEMM's shared memory plus the ring's staged scales (float32: one per tile row and
@@ -557,8 +555,10 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     128-deep scale block. block_n is 128, halved (down to 16) while fewer than
     ``_FILL_FLOOR`` of the ``num_sms`` · waves slots hold a tile and halving fills more, when
     N is given (small M: N / 128 tiles would leave most SMs idle). As many stages (at most 8)
-    as ``smem_limit`` (sm_90: 227 KiB) holds with this output. Cached: it builds several
-    Schedules (about 0.1 ms of host time uncached)."""
+    as ``smem_limit`` (sm_90: 227 KiB) holds with this output. Powers of two only: other
+    multiples of 16 run (a schedule may name one) but measured slower on DeepGEMM's shapes
+    (benchmarks/results/blockscaled_tiles.md). Cached: it builds several Schedules (about
+    0.1 ms of host time uncached)."""
     block_m, warpgroups = (64, 1) if M <= 64 else (128, 2)
 
     def fill(block_n: int) -> float:
@@ -590,6 +590,7 @@ def _compiled_blockscaled(spec):
 def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=None, batched=False):
     """The BlockScaledSpec of a problem (torch dtypes)."""
     from .kernels import BlockScaledSpec
+    from .stages import BlockScaledContext
 
     if not isinstance(schedule, Schedule):
         raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
@@ -598,12 +599,7 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
     if schedule.streamk_tiles or schedule.split_k > 1 or schedule.is_swap_ab or schedule.num_xcds > 1:
         raise ValueError("schedule: the block-scaled kernel is persistent over whole tiles "
                          "(no Stream-K, split-K, swap-AB or chiplet transform)")
-    per_thread = 3 * schedule.block_m * schedule.block_n // (128 * schedule.num_warpgroups)
-    if per_thread > _BLOCKSCALED_FRAGMENT_REGISTERS:
-        raise ValueError(f"schedule: a {schedule.block_m}x{schedule.block_n} tile on {schedule.num_warpgroups} "
-                         f"consumer warpgroup(s) needs {per_thread} float32 registers per thread for the result and "
-                         f"its two temporaries, more than {_BLOCKSCALED_FRAGMENT_REGISTERS} (ptxas would spill and "
-                         "serialise the wgmma); use 128x128 on 2 warpgroups or 64x128 on 1 at most")
+    BlockScaledContext.temporaries_of(schedule)  # a tile whose fragments do not fit is a "schedule:" error
     return BlockScaledSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], _STORAGE[out_dtype], schedule, num_sms,
                            None if bias_dtype is None else _STORAGE[bias_dtype], batched)
 

@@ -29,6 +29,8 @@ Ragged M, N and K need no masks in the main loop: TMA zero-fills the out-of-boun
 a box on loads and clips it on stores (CUDA driver API, cuTensorMapEncodeTiled).
 """
 
+import math
+
 import tilelang.language as T
 
 from tlgemm._checks import SCALE_BLOCK
@@ -570,13 +572,17 @@ class BlockScaledContext(GemmContext):
     touches) with cp.async, and the ``full`` barrier completes only once those copies have
     landed (``cp.async.mbarrier.arrive.noinc``, PTX ISA 9.7.9.25.3.3): the producer never
     waits for a global load, which would otherwise bound it to one K block per load
-    latency. The consumers keep two temporaries: K block k + 1's wgmma is
-    issued before K block k is promoted, so the tensor cores work during the promotion
-    (``wgmma.wait_group 1`` retires only the older batch, PTX ISA 9.7.15.5.2). Every
-    consumer thread reads the slot's scales, so every one arrives on ``empty`` after its
-    promotion."""
+    latency. With two temporaries (``temporaries_of``), K block k + 1's wgmma is issued
+    before K block k is promoted, so the tensor cores work during the promotion
+    (``wgmma.wait_group 1`` retires only the older batch, PTX ISA 9.7.15.5.2); with one
+    (wide tiles), each K block's wgmma is waited for before its promotion, and the other
+    consumer warpgroup's wgmma fills the gap. Every consumer thread reads the slot's scales,
+    so every one arrives on ``empty`` after its promotion."""
 
     release_arrivals = 128
+    #: float32 registers per consumer thread for the result and its temporaries. ptxas spilled
+    #: and serialised the wgmma (warning C7512) at 128x256 with two temporaries (384).
+    fragment_registers = 192
 
     def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, out_storage: str):
         if schedule.block_k != SCALE_BLOCK:
@@ -584,23 +590,36 @@ class BlockScaledContext(GemmContext):
                              f"got {schedule.block_k}")
         super().__init__(schedule, a_dtype, b_dtype, "f32", out_storage)
         self.b_scale_width = self.b_scale_width_of(schedule.block_n)
+        self.temporaries = self.temporaries_of(schedule)
+
+    @classmethod
+    def temporaries_of(cls, schedule: Schedule) -> int:
+        """Temporary accumulators per consumer: two while the result and two temporaries fit
+        in ``fragment_registers``, else one (block_n up to 192 on 64 rows per warpgroup)."""
+        per_fragment = schedule.block_m * schedule.block_n // (128 * schedule.num_warpgroups)
+        for temporaries in (2, 1):
+            if (1 + temporaries) * per_fragment <= cls.fragment_registers:
+                return temporaries
+        raise ValueError(f"schedule: a {schedule.block_m}x{schedule.block_n} tile on {schedule.num_warpgroups} "
+                         f"consumer warpgroup(s) needs {2 * per_fragment} float32 registers per thread for the "
+                         f"result and one temporary, more than {cls.fragment_registers} (ptxas would spill and "
+                         "serialise the wgmma); block_n at most 192 per 64 rows of a warpgroup")
 
     @staticmethod
     def b_scale_width_of(block_n: int) -> int:
-        """B scales staged per ring slot: the 128-column blocks a tile covers. block_n is a
-        power of two (``Schedule``), so it divides 128 or is a multiple of it and every tile
-        starts on a 128-column boundary: column j of a tile has B scale j // 128 of the tile's
-        first block."""
-        return -(-block_n // SCALE_BLOCK)
+        """B scales staged per ring slot: the most 128-column blocks a tile can touch. Tiles
+        start at multiples of block_n, so at offsets into a 128-column block that are
+        multiples of g = gcd(block_n, 128), the largest 128 - g: ceil((128 - g + block_n) / 128)
+        (1 when block_n divides 128, 2 for 160 or 192, 3 for 176)."""
+        return -(-(SCALE_BLOCK - math.gcd(block_n, SCALE_BLOCK) + block_n) // SCALE_BLOCK)
 
     def allocate(self):
         super().allocate(registers=False)
         S, em = self.num_stages, self.emitter
-        self.tmp = (T.alloc_fragment((self.block_m, self.block_n), "float32"),
-                    T.alloc_fragment((self.block_m, self.block_n), "float32"))
+        self.tmp = tuple(T.alloc_fragment((self.block_m, self.block_n), "float32") for _ in range(self.temporaries))
         self.a_scales = T.alloc_shared((S, self.block_m), "float32")
         self.b_scales = T.alloc_shared((S, self.b_scale_width), "float32")
-        T.annotate_layout({self.tmp[0]: em.accum_layout(), self.tmp[1]: em.accum_layout()})
+        T.annotate_layout({t: em.accum_layout() for t in self.tmp})
 
     def produce_blockscaled(self, tensorA: InputView, tensorB: InputView, scales: GroupScaleView, tile: Tile,
                             k_begin, k_end):
@@ -631,12 +650,25 @@ class BlockScaledContext(GemmContext):
         return _produce(it)
 
     def consume_blockscaled(self, tile: Tile, k_begin, k_end):
-        """Consumer side: acc = Σ_kb (A[tile rows, kb] · B[kb, tile cols]) · scale_a · scale_b,
-        K block k + 1's wgmma in flight while K block k is promoted (``k_end > k_begin``)."""
+        """Consumer side: acc = Σ_kb (A[tile rows, kb] · B[kb, tile cols]) · scale_a · scale_b;
+        with two temporaries K block k + 1's wgmma is in flight while K block k is promoted
+        (``k_end > k_begin``). Column j of the tile takes the staged B scale
+        (n0 mod 128 + j) // 128 (j // 128 when block_n is a power of two: every tile then
+        starts on a 128-column boundary or lies inside one block)."""
         S, bm, bn = self.num_stages, self.block_m, self.block_n
         em, it = self.emitter, self.iteration
         a_smem, b_smem, full, acc, tmp = self.a_smem, self.b_smem, self.full, self.acc, self.tmp
         a_scales, b_scales, a_bytes, b_bytes = self.a_scales, self.b_scales, self.a_bytes, self.b_bytes
+        pow2, width = self.schedule.has_pow2_block_n, self.b_scale_width
+        offset = T.truncmod(tile.n0, SCALE_BLOCK)
+
+        def b_scale(slot, j):
+            if pow2:
+                return b_scales[slot, j // SCALE_BLOCK]
+            scale = b_scales[slot, 0]  # a select over the few staged values: loads nvcc can hoist
+            for w in range(1, width):
+                scale = T.if_then_else(offset + j >= w * SCALE_BLOCK, b_scales[slot, w], scale)
+            return scale
 
         @T.macro
         def issue(t, it):
@@ -647,11 +679,11 @@ class BlockScaledContext(GemmContext):
         @T.macro
         def promote(t, it):
             for i, j in T.Parallel(bm, bn):
-                acc[i, j] = acc[i, j] + t[i, j] * (a_scales[_slot(it, S), i] * b_scales[_slot(it, S), j // SCALE_BLOCK])
+                acc[i, j] = acc[i, j] + t[i, j] * (a_scales[_slot(it, S), i] * b_scale(_slot(it, S), j))
             self.release(_slot(it, S))
 
         @T.macro
-        def _consume(it):
+        def _consume_overlapped(it):
             T.clear(acc)
             issue(tmp[0], it)
             for _ in T.serial(T.truncdiv(k_end - k_begin - 1, 2)):
@@ -674,4 +706,13 @@ class BlockScaledContext(GemmContext):
                 promote(tmp[0], it)
                 it += 1
 
-        return _consume(it)
+        @T.macro
+        def _consume_serial(it):
+            T.clear(acc)
+            for _ in T.serial(k_end - k_begin):
+                issue(tmp[0], it)
+                em.wait(0)
+                promote(tmp[0], it)
+                it += 1
+
+        return _consume_overlapped(it) if self.temporaries == 2 else _consume_serial(it)

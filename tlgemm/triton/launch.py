@@ -143,6 +143,9 @@ def _check_schedule(schedule):
         raise ValueError("schedule: split_k > 1 is not implemented by the Triton backend (use streamk_tiles)")
     if schedule.is_swap_ab:
         raise ValueError("schedule: is_swap_ab is not implemented by the Triton backend (pass b.T, a.T instead)")
+    if not schedule.has_pow2_block_n:
+        raise ValueError(f"schedule: block_n={schedule.block_n} is not a power of two, which tl.arange needs "
+                         "(only the TileLang block-scaled kernel takes other multiples of 16)")
 
 
 def _check_out(out, shape, out_dtype, ndim):
