@@ -9,11 +9,11 @@ from tlgemm.tilelang import blockscaled_bmm, blockscaled_matmul, bmm, matmul
 from tlgemm.tilelang.launch import _orientation, _oriented
 
 
-def _logical(t, major, operand):
-    """The [M, K] / [K, N] operand a stored tensor represents."""
+def _stored(t, major, operand):
+    """The stored orientation of a logical [M, K] / [K, N] operand: what TMA reads."""
     if operand == "A":
-        return t if major == "K" else t.t()
-    return t.t() if major == "K" else t
+        return t if major == "K" else t.mT
+    return t.mT if major == "K" else t
 
 
 @pytest.mark.parametrize("shape", [(5, 7, 3), (16, 24, 29), (16, 24, 32), (1, 8, 8), (9, 1, 17)])
@@ -32,12 +32,13 @@ def test_orientation_keeps_the_product(generator, shape, dtype, layouts):
                        a.element_size())
     A, B = _oriented(a, b, *how)
     a_major, b_major = ("MN" if h == "MN" else "K" for h in how[:2])
-    assert A.is_contiguous() and B.is_contiguous()
+    stored = _stored(A, a_major, "A"), _stored(B, b_major, "B")
+    assert all(t.is_contiguous() for t in stored), "the kernel declares each operand dense in its stored orientation"
     if dtype.itemsize != 2:
         assert a_major == b_major == "K", "WGMMA reads 8-bit and tf32 operands K-major only"
-    for t, major in ((A, a_major), (B, b_major)):
+    for t in stored:
         assert (t.shape[-1] * t.element_size()) % 16 == 0, "TMA needs 16-byte row pitches"
-    product = _logical(A, a_major, "A").double() @ _logical(B, b_major, "B").double()
+    product = A.double() @ B.double()
     torch.testing.assert_close(product, a.double() @ b.double(), rtol=1e-12, atol=1e-12)
 
 

@@ -70,12 +70,31 @@ class KernelSpec:
                            a_major=self.a_major, b_major=self.b_major)
 
 
-def _operand_shapes(spec: KernelSpec, M, N, K, NC, batch):
-    """Shapes of A, B and C (C's rows padded to NC columns), batch first when batched."""
-    a_shape = (M, K) if spec.a_major == "K" else (K, M)
-    b_shape = (N, K) if spec.b_major == "K" else (K, N)
+def _operand_params(spec: KernelSpec, ctx: GemmContext, M, N, K, NC, batch):
+    """Parameter types of A, B and C. A and B are declared in their logical orientation (A
+    [M, K], B [K, N]) with the strides of the orientation they are stored in, so the launcher
+    passes a transposed operand (B given as Wᵀ of a dense [N, K] W) as it is: a transposing
+    view costs about a microsecond of host time per call. C is [M, NC] (its rows padded to
+    NC columns); a batched kernel's parameters have the batch dimension in front."""
     lead = (batch,) if spec.batched else ()
-    return lead + a_shape, lead + b_shape, lead + (M, NC)
+
+    def operand(rows, cols, transposed, dtype):
+        if not transposed:
+            return T.Tensor(lead + (rows, cols), dtype)
+        batch_stride = (rows * cols,) if spec.batched else ()
+        return T.StridedTensor(lead + (rows, cols), batch_stride + (1, rows), dtype)
+
+    return (operand(M, K, spec.a_major == "MN", ctx.a_storage), operand(K, N, spec.b_major == "K", ctx.b_storage),
+            T.Tensor(lead + (M, NC), spec.out_storage))
+
+
+def _stored(param, transposed: bool):
+    """The dense buffer of an operand parameter in its stored orientation (its last two
+    dimensions swapped when ``transposed``), aliasing the parameter's data: what TMA reads."""
+    if not transposed:
+        return param
+    *lead, rows, cols = param.shape
+    return T.Tensor((*lead, cols, rows), param.dtype, data=param.data)
 
 
 def _epilogue_shapes(spec: KernelSpec, M, N):
@@ -87,8 +106,8 @@ def _epilogue_shapes(spec: KernelSpec, M, N):
 
 
 def _views(spec, A, B, C, A_scale, B_scale, bias, M, N):
-    tensorA = make_tensor_view(A, "A", spec.a_major)
-    tensorB = make_tensor_view(B, "B", spec.b_major)
+    tensorA = make_tensor_view(_stored(A, spec.a_major == "MN"), "A", spec.a_major)
+    tensorB = make_tensor_view(_stored(B, spec.b_major == "K"), "B", spec.b_major)
     tensorC = make_output_view(C, M, N)
     scale = (make_scale_view(A_scale, B_scale, M, N, spec.scale_a == "row", spec.scale_b == "col")
              if spec.has_scale else None)
@@ -118,7 +137,7 @@ def persistent_gemm(spec: KernelSpec):
     tiles dealt out batch-major (``ScheduleContext.get_batched_tile_from_idx``)."""
     ctx = spec.context()
     M, N, K, NC, BATCH = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC"), T.dynamic("BATCH")
-    a_shape, b_shape, c_shape = _operand_shapes(spec, M, N, K, NC, BATCH)
+    a_param, b_param, c_param = _operand_params(spec, ctx, M, N, K, NC, BATCH)
     sa_shape, sb_shape, bias_shape = _epilogue_shapes(spec, M, N)
     bias_dtype = spec.bias_storage or "float32"
     num_programs = _num_programs(spec, M, N, BATCH)
@@ -146,14 +165,12 @@ def persistent_gemm(spec: KernelSpec):
 
     if spec.has_epilogue:
         @T.prim_func
-        def gemm(A: T.Tensor(a_shape, ctx.a_storage), B: T.Tensor(b_shape, ctx.b_storage),
-                 C: T.Tensor(c_shape, spec.out_storage), A_scale: T.Tensor(sa_shape, "float32"),
+        def gemm(A: a_param, B: b_param, C: c_param, A_scale: T.Tensor(sa_shape, "float32"),
                  B_scale: T.Tensor(sb_shape, "float32"), bias: T.Tensor(bias_shape, bias_dtype)):
             body(A, B, C, A_scale, B_scale, bias)
     else:
         @T.prim_func
-        def gemm(A: T.Tensor(a_shape, ctx.a_storage), B: T.Tensor(b_shape, ctx.b_storage),
-                 C: T.Tensor(c_shape, spec.out_storage)):
+        def gemm(A: a_param, B: b_param, C: c_param):
             body(A, B, C, None, None, None)
 
     return gemm
@@ -176,7 +193,7 @@ def streamk_gemm(spec: KernelSpec):
         raise ValueError("spec: the Stream-K kernel is not batched")
     ctx = spec.context()
     M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
-    a_shape, b_shape, c_shape = _operand_shapes(spec, M, N, K, NC, None)
+    a_param, b_param, c_param = _operand_params(spec, ctx, M, N, K, NC, None)
     sa_shape, sb_shape, bias_shape = _epilogue_shapes(spec, M, N)
     bias_dtype = spec.bias_storage or "float32"
     s = spec.schedule
@@ -184,8 +201,7 @@ def streamk_gemm(spec: KernelSpec):
     bm, bn, consumers = s.block_m, s.block_n, ctx.consumer_threads
 
     @T.prim_func
-    def gemm(A: T.Tensor(a_shape, ctx.a_storage), B: T.Tensor(b_shape, ctx.b_storage),
-             C: T.Tensor(c_shape, spec.out_storage), A_scale: T.Tensor(sa_shape, "float32"),
+    def gemm(A: a_param, B: b_param, C: c_param, A_scale: T.Tensor(sa_shape, "float32"),
              B_scale: T.Tensor(sb_shape, "float32"), bias: T.Tensor(bias_shape, bias_dtype),
              partials: T.Tensor((P, bm, bn), ctx.accum_storage), flags: T.Tensor((P,), "int32")):
         with T.Kernel(P, threads=ctx.threads) as pid:

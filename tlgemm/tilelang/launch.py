@@ -94,16 +94,19 @@ def _orientation(M, K, N, a_stride, b_stride, a_based, b_based, size):
 
 
 def _oriented(a, b, a_how, b_how, pad):
-    """A and B as the kernel reads them, for the reading ``_orientation`` chose."""
-    A = a if a_how == "K" else a.mT if a_how == "MN" else _k_major_copy(a, pad)
-    B = b.mT if b_how == "K" else b if b_how == "MN" else _k_major_copy(b.mT, pad)
+    """A [.., M, K] and B [.., K, N] as the kernel takes them (kernels._operand_params: the
+    logical orientation, with the strides of the stored one) for the reading ``_orientation``
+    chose: a read operand as it is, a copied one as the K-major copy's transposing view, K
+    zero-padded by ``pad``."""
+    A = a if a_how != "copy" else _k_major_copy(a, pad)
+    B = b if b_how != "copy" else _k_major_copy(b.mT, pad).mT
     if pad and (a_how, b_how) != ("MN", "MN"):  # both MN-major: K is the outer dimension of both
         if a_how == "K":
             A = _k_major_copy(A, pad)
         elif a_how == "MN":
-            A = torch.nn.functional.pad(A, (0, 0, 0, pad))
+            A = torch.nn.functional.pad(A.mT, (0, 0, 0, pad)).mT
         if b_how == "K":
-            B = _k_major_copy(B, pad)
+            B = _k_major_copy(B.mT, pad).mT
         elif b_how == "MN":
             B = torch.nn.functional.pad(B, (0, 0, 0, pad))
     return A, B
@@ -344,17 +347,17 @@ def cached_launch(a, b, schedule, out):
         return None
     if launch.swap or launch.epilogue or launch.pad or not launch.direct or "copy" in (launch.a_how, launch.b_how):
         return lambda a, b, out: launch(a, b, out, None, None, None)
-    return _plain_launch(launch.entry, launch.shape, launch.out_dtype, a.device, launch.a_how == "MN",
-                         launch.b_how == "K")
+    return _plain_launch(launch.entry, launch.shape, launch.out_dtype, a.device)
 
 
-def _plain_launch(entry, shape, out_dtype, device, a_transposed, b_transposed):
-    """A repeat of a launch that only views its operands (``_Launch`` with no swap, copy,
-    padding, epilogue or temporary C) as one closure over its constants: the fewest Python
-    steps between tlgemm.matmul and the kernel's entry."""
+def _plain_launch(entry, shape, out_dtype, device):
+    """A repeat of a launch that only reads its operands as they are (``_Launch`` with no
+    swap, copy, padding, epilogue or temporary C) as one closure over its constants: the
+    fewest Python steps between tlgemm.matmul and the kernel's entry, which takes a and b
+    as given (kernels._operand_params)."""
     def launch(a, b, out):
         target = torch.empty(size=shape, dtype=out_dtype, device=device) if out is None else out
-        entry(a.mT if a_transposed else a, b.mT if b_transposed else b, target)
+        entry(a, b, target)
         return target
     return launch
 
