@@ -22,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Schedule", "RASTERS", "MAP_KINDS", "BLOCK_MN_SIZES", "BLOCK_K_SIZES", "BLOCK_N_STEP", "MAX_THREADS"]
+__all__ = ["Schedule", "RASTERS", "MAP_KINDS", "BLOCK_MN_SIZES", "BLOCK_K_SIZES", "BLOCK_N_STEP", "MAX_THREADS", "CLUSTER_SIZES"]
 
 RASTERS = ("m", "n")
 MAP_KINDS = ("grouped", "grouped_n", "row", "column")
@@ -33,6 +33,7 @@ BLOCK_K_SIZES = (16, 32, 64, 128, 256)
 #: the GEMM kernels take; only the TileLang block-scaled kernel takes the others.
 BLOCK_N_STEP = 16
 MAX_THREADS = 1024  # threads per CTA (CUDA and HIP limit)
+CLUSTER_SIZES = (1, 2)  # programs per thread-block cluster (Schedule.cluster_m)
 _WARPGROUP_THREADS = 128
 
 
@@ -76,6 +77,11 @@ class Schedule:
         unchanged (tritonBLAS semantics); use chunk_size >= 2 for L2 locality per XCD.
       is_swap_ab: compute Cᵀ[N, M] = Bᵀ · Aᵀ: the kernel's problem is (N, M) and every tile
         coordinate refers to it (small-M GEMMs on Hopper, whose WGMMA M is 64 per warpgroup).
+      cluster_m: programs per thread-block cluster (Hopper; 1 = no clusters). With 2,
+        programs 2c and 2c + 1 form a cluster: their tiles of each round are consecutive tile
+        ids, which under a grouped raster "m" usually share a tile column, and then B's tile
+        is read once and TMA-multicast to both (PTX ISA 9.7.9.25). Which program runs which
+        tile is unchanged. Needs a persistent schedule without Stream-K or split-K.
     """
 
     block_m: int = 128
@@ -92,6 +98,7 @@ class Schedule:
     num_xcds: int = 1
     chunk_size: int = 1
     is_swap_ab: bool = False
+    cluster_m: int = 1
 
     def __post_init__(self) -> None:
         for name, sizes in (("block_m", BLOCK_MN_SIZES), ("block_k", BLOCK_K_SIZES)):
@@ -127,6 +134,11 @@ class Schedule:
         _require_int("num_xcds", self.num_xcds, 1)
         _require_int("chunk_size", self.chunk_size, 1)
         _require_bool("is_swap_ab", self.is_swap_ab)
+        _require_int("cluster_m", self.cluster_m, 1)
+        if self.cluster_m not in CLUSTER_SIZES:
+            raise ValueError(f"Schedule.cluster_m must be one of {CLUSTER_SIZES}, got {self.cluster_m}")
+        if self.cluster_m > 1 and not (self.is_persistent and self.streamk_tiles == 0 and self.split_k == 1):
+            raise ValueError("Schedule.cluster_m > 1 needs a persistent schedule without Stream-K or split-K")
 
     # ---- derived quantities -------------------------------------------------------------
 
@@ -209,6 +221,10 @@ class Schedule:
         """AMD chiplet remapping of program ids over num_xcds XCDs in chunks of chunk_size."""
         return self._with(num_xcds=num_xcds, chunk_size=chunk_size)
 
+    def cluster(self, m: int) -> Schedule:
+        """Programs per thread-block cluster (cluster_m)."""
+        return self._with(cluster_m=m)
+
     def swap_ab(self, flag: bool = True) -> Schedule:
         """Compute Cᵀ = Bᵀ · Aᵀ (kernel problem (N, M))."""
         return self._with(is_swap_ab=flag)
@@ -243,4 +259,6 @@ class Schedule:
             parts.append(f"xcds={self.num_xcds}/chunk={self.chunk_size}")
         if self.is_swap_ab:
             parts.append("swap_ab")
+        if self.cluster_m > 1:
+            parts.append(f"cluster_m={self.cluster_m}")
         return " ".join(parts)

@@ -95,6 +95,9 @@ def test_to_dict_roundtrip():
         ({"num_xcds": 0}, r"num_xcds must be >= 1"),
         ({"chunk_size": 0}, r"chunk_size must be >= 1"),
         ({"is_swap_ab": "yes"}, r"is_swap_ab must be a bool"),
+        ({"is_persistent": True, "cluster_m": 4}, r"cluster_m must be one of \(1, 2\), got 4"),
+        ({"cluster_m": 2}, r"cluster_m > 1 needs a persistent schedule without Stream-K or split-K"),
+        ({"is_persistent": True, "streamk_tiles": 3, "cluster_m": 2}, r"cluster_m > 1 needs a persistent schedule"),
     ],
 )
 def test_invalid_schedule_raises(kwargs, message):

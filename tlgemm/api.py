@@ -346,8 +346,11 @@ def _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32) -> tuple[str
 
 def runs_schedule(backend: str, op: str, s: Schedule) -> bool:
     """Whether ``backend``'s launcher for ``op`` takes this schedule: no split-K, block_n a
-    power of two; swap-AB only in the TileLang backend's matmul (not bmm); bmm: no Stream-K."""
+    power of two; swap-AB and clusters (cluster_m > 1) only in the TileLang backend's matmul
+    (not bmm); bmm: no Stream-K."""
     if s.split_k > 1 or not s.has_pow2_block_n or (op == "bmm" and s.streamk_tiles):
+        return False
+    if s.cluster_m > 1 and (backend != "tilelang" or _KERNEL[op] != "matmul"):
         return False
     return not s.is_swap_ab or (backend == "tilelang" and op != "bmm")
 
@@ -840,6 +843,9 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
         family = f"{'batched ' if op == 'bmm' else ''}{family}"
         if op != "bmm":
             family += f", {num_programs(M, N, K, s, target.num_sms)} programs"
+        if s.cluster_m > 1:
+            shared = "B" if s.raster == "m" else "A"
+            family += f" in clusters of {s.cluster_m} (TMA multicast of {shared} where a pair's tiles share it)"
     kernel = f"tlgemm.{plan.backend}.{_KERNEL[op]}: {family}; epilogue: {epilogue}"
     problem = f"{dims}, {_name(a.dtype)} @ {_name(b.dtype)} -> {_name(plan.out_dtype)}"
     return Explanation(_PUBLIC[op], problem, target, plan.backend, s, kernel,
@@ -908,7 +914,9 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
              layout="nt", candidates=8, device=None, cache: AutotuneCache | None = None, warmup=25, rep=100,
              progress=True) -> list[AutotuneResult]:
     """Time select()'s best ``candidates`` schedules for each (M, N, K) and dtype with
-    triton.testing.do_bench (median; random inputs stored per ``layout``); a candidate is timed
+    triton.testing.do_bench (median; random inputs stored per ``layout``), on the TileLang
+    backend also the 2-CTA cluster form (``Schedule.cluster``) of each persistent one without
+    Stream-K (select() does not model multicast, so only timing decides); a candidate is timed
     only after its result matches the float64 reference (tlgemm.testing tolerances). Winners go
     into the autotune cache (``cache``, default AutotuneCache()), which matmul/addmm/scaled_mm
     consult with schedule=None. Returns one AutotuneResult per (shape, dtype)."""
@@ -932,7 +940,10 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
                               target=target, info=info, use_cache=False)
             pool = [c.schedule for c in info["selection"].candidates
                     if runs_schedule(plan.backend, "matmul", c.schedule)]
-            jobs.append((M, N, K, dtype, tf32, plan, list(dict.fromkeys(pool))[:candidates]))
+            pool = list(dict.fromkeys(pool))[:candidates]
+            clustered = [s.cluster(2) for s in pool if s.is_persistent and not s.streamk_tiles]
+            pool += [s for s in clustered if runs_schedule(plan.backend, "matmul", s)]
+            jobs.append((M, N, K, dtype, tf32, plan, pool))
     bar = _Progress(sum(len(job[-1]) for job in jobs), progress)
     results = []
     try:

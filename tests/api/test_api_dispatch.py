@@ -249,7 +249,8 @@ def test_autotune_stores_the_fastest_checked_candidate(fake_gpu, monkeypatch, ca
                                                 torch.empty(512, 256, dtype=torch.bfloat16, device="meta")).schedule)
     results = tlgemm.autotune([(200, 256, 512)], torch.bfloat16, device="cpu", candidates=5, progress=True)
     (r,) = results
-    assert r.backend == "tilelang" and r.tried == 5 and len(r.failed) == 1 and "shared memory" in r.failed[0]
+    assert r.backend == "tilelang" and r.tried == 10 and len(r.failed) == 1 and "shared memory" in r.failed[0]
+    assert [s.cluster_m for s in timed] == [1] * 4 + [2] * 5, "select()'s five, then their 2-CTA cluster forms"
     assert r.schedule == timed[2] and r.time_us == 500.0
     assert AutotuneCache().get("Fake H100", "tilelang", ("bfloat16",) * 3, 256, 256, 512) == r.schedule
     assert "tlgemm autotune" in capsys.readouterr().err  # the progress bar

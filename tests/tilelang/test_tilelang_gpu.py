@@ -18,6 +18,9 @@ TWO_WG = Schedule(block_m=128, block_n=256, block_k=64, num_stages=3, num_warpgr
 STREAMK = Schedule(block_m=128, block_n=128, block_k=64, num_stages=4).persistent().streamk(40)
 STREAMK_2WG = Schedule(block_m=128, block_n=256, block_k=64, num_stages=4, num_warpgroups=2).persistent().streamk(40)
 SWAP_AB = Schedule(block_m=128, block_n=32, block_k=64, num_stages=6).persistent().swap_ab()
+# 2-CTA clusters: B multicast under raster m, A under raster n; an odd grid (a phantom rank 1)
+CLUSTERS = {"2wg-m": TWO_WG.cluster(2), "1wg-n": ONE_WG.map("grouped_n", 4).cluster(2),
+            "2wg-m-7sms": TWO_WG.persistent(num_sms=7).cluster(2), "1wg-m-g3": ONE_WG.map("grouped", 3).cluster(2)}
 # name: (a dtype, b dtype, out dtype, tolerance dtype)
 DTYPES = {
     "fp16": (torch.float16, torch.float16, torch.float16, torch.float16),
@@ -135,6 +138,35 @@ def test_swap_ab(generator, M, dtype, out_layout):
     out = poisoned((M, N), torch.bfloat16, DEV) if out_layout == "row" else poisoned((N, M), torch.bfloat16, DEV).T
     TL.matmul(a, b, s, out=out, **kw)
     check(out, reference_gemm(a, b, **kw), tol, f"swap-AB {dtype} M={M} out {out_layout}-major")
+
+
+@pytest.mark.parametrize("schedule", CLUSTERS)
+@pytest.mark.parametrize("dtype", ["bf16", "e4m3", "tf32", "int8"])
+@pytest.mark.parametrize("shape", SHAPES + [(300, 1000, 200), (4100, 2100, 300)], ids=lambda s: "x".join(map(str, s)))
+def test_clusters_match_reference(generator, shape, dtype, schedule):
+    """Cluster pairs whose tiles share a tile column (row) multicast B (A), others load
+    their own; a rank 1 without a tile recomputes its partner's and stores nothing."""
+    M, N, K = shape
+    a_dtype, b_dtype, out_dtype, tol = DTYPES[dtype]
+    s = _block_k(a_dtype, CLUSTERS[schedule], out_dtype)
+    a = _operand(M, K, a_dtype, generator, False)
+    b = _operand(K, N, b_dtype, generator, True)
+    out = poisoned((M, N), out_dtype, DEV)
+    TL.matmul(a, b, s, out=out)
+    check(out, reference_gemm(a, b), tol, f"{dtype} {shape} {schedule}")
+
+
+@pytest.mark.parametrize("layouts", [(1, 0), (1, 1)], ids=["tn", "tt"])
+def test_clusters_with_epilogue_and_mn_major(generator, layouts):
+    M, N, K = 700, 900, 260
+    a = _operand(M, K, torch.bfloat16, generator, bool(layouts[0]))
+    b = _operand(K, N, torch.bfloat16, generator, bool(layouts[1]))
+    kw = dict(scale_a=torch.rand(M, generator=generator).to(DEV) + 0.5,
+              scale_b=torch.rand(N, generator=generator).to(DEV) + 0.5,
+              bias=torch.randn(N, generator=generator).to(DEV, torch.bfloat16))
+    out = poisoned((M, N), torch.bfloat16, DEV)
+    TL.matmul(a, b, CLUSTERS["2wg-m"], out=out, **kw)
+    check(out, reference_gemm(a, b, **kw), torch.bfloat16, f"layouts={layouts}")
 
 
 def test_streamk_is_reproducible(generator):

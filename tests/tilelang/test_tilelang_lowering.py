@@ -179,6 +179,17 @@ def test_gemm_kernels_reject_non_power_of_two_block_n():
         kernel_source(512, 512, 512, torch.bfloat16, torch.bfloat16, None, Schedule(block_n=96).persistent(132))
 
 
+def test_batched_and_blockscaled_kernels_reject_clusters():
+    clustered = SCHEDULE.cluster(2)
+    with pytest.raises(ValueError, match=r"schedule: bmm runs the persistent kernel \(no Stream-K, swap-AB or clusters\)"):
+        kernel_source(512, 512, 512, torch.bfloat16, torch.bfloat16, None, clustered, batched=True)
+    from tlgemm.tilelang.launch import blockscaled_spec
+
+    with pytest.raises(ValueError, match=r"schedule: the block-scaled kernel .* chiplet transform or clusters\)"):
+        blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
+                         Schedule(block_m=128, block_n=128, block_k=128, num_stages=4).persistent(132).cluster(2), 132)
+
+
 def test_blockscaled_width_covers_every_tile():
     """b_scale_width_of: the most 128-column scale blocks any tile touches, for every legal
     block_n (checked by walking the tiles of a wide N)."""
@@ -204,3 +215,37 @@ def test_blockscaled_schedule_rules():
                                                                              num_warpgroups=2)):
         with pytest.raises(ValueError, match="schedule: .* registers per thread"):
             blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, too_big.persistent(), 132)
+
+
+@pytest.mark.parametrize("raster, shared", [("m", "B"), ("n", "A")])
+def test_clustered_kernel_multicasts_the_shared_operand(raster, shared):
+    """cluster_m = 2: a cluster launch whose rank 0 multicasts the operand the pair's tiles
+    share (B under raster m, A under raster n) when they share it, else loads its own; each
+    consumer warpgroup releases a slot on both CTAs' cluster barriers (two per warpgroup
+    counted), and the CTAs meet at a cluster barrier before exit."""
+    schedule = SCHEDULE.map("grouped" if raster == "m" else "grouped_n").cluster(2)
+    src = kernel_source(512, 512, 512, torch.bfloat16, torch.bfloat16, None, schedule)
+    other = "A" if shared == "B" else "B"
+    assert re.search(rf"tl::tma_load_multicast\({shared}_desc, [^;]*\(uint16_t\)\(3\)", src)
+    assert f"tma_load_multicast({other}_desc" not in src
+    assert re.search(rf"if \(\(\(3 >> tl::block_rank_in_cluster\(\)\) & 1\) == 0\) {{\s*tl::tma_load\({shared}_desc", src)
+    assert "init(4)" in src, "two consumer warpgroups in each of two CTAs release every slot"
+    assert re.search(r"\.arrive\(rank(_\d)?\);", src), "slots are released to both CTAs of the cluster"
+    assert src.rstrip().rstrip("}").rstrip().endswith("tl::cluster_sync();")
+
+
+def test_clustered_kernel_launches_pairs():
+    """The grid is rounded up to an even size and launched with cluster dims (2, 1, 1)."""
+    import tilelang
+    from tilelang import tvm
+
+    from tlgemm.tilelang.emitter_gemm import PASS_CONFIGS
+    from tlgemm.tilelang.kernels import build
+    from tlgemm.tilelang.launch import make_spec
+
+    spec = make_spec(torch.bfloat16, torch.bfloat16, torch.bfloat16, SCHEDULE.cluster(2), 132)
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+    with tvm.transform.PassContext(opt_level=3, config=PASS_CONFIGS), target:
+        device = str(tilelang.lower(build(spec), target=target).device_mod)
+    assert '"cluster_dims": [2, 1, 1]' in device
+    assert re.search(r'"blockIdx\.x": \(T\.min\(132, [^)]*\)[^"]*\) // 2 \* 2', device)

@@ -28,6 +28,8 @@ CASES = {
     "schedule_type": (_ab, {"schedule": {"block_m": 16}}, TypeError, r"schedule: expected a tlgemm\.schedules\.Schedule"),
     "split_k": (_ab, {"schedule": Schedule(split_k=2)}, ValueError, r"schedule: split_k > 1 is not implemented"),
     "swap_ab": (_ab, {"schedule": Schedule(is_swap_ab=True)}, ValueError, r"schedule: is_swap_ab is not implemented"),
+    "cluster": (_ab, {"schedule": Schedule(cluster_m=2, is_persistent=True)}, ValueError,
+                r"schedule: cluster_m=2 \(TMA multicast within a thread-block cluster\) is a TileLang-backend"),
     "block_n_not_pow2": (_ab, {"schedule": Schedule(block_n=48)}, ValueError,
                          r"schedule: block_n=48 is not a power of two, which tl\.arange needs"),
     "block_k_8bit": (lambda: _ab(dtype=torch.int8), {"schedule": Schedule(block_k=16)}, ValueError,

@@ -128,19 +128,8 @@ def _tile_at(sched: ScheduleContext, tile_id, batched: bool):
     return sched.get_batched_tile_from_idx(tile_id) if batched else sched.get_tile_from_idx(tile_id)
 
 
-def persistent_gemm(spec: KernelSpec):
-    """C = epilogue(A · B); program p runs whole tiles p, p + P, ... (P = min(SMs, tiles)).
-    The producer warpgroup and the consumers walk the tiles in separate branches, so each
-    keeps its own register budget (``GemmContext.set_registers``). Without scales and bias
-    the kernel takes A, B and C only (each tensor argument costs host time per launch).
-    Batched (``spec.batched``): C[b] = epilogue(A[b] · B[b]) for b < BATCH, the BATCH · tiles
-    tiles dealt out batch-major (``ScheduleContext.get_batched_tile_from_idx``)."""
-    ctx = spec.context()
-    M, N, K, NC, BATCH = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC"), T.dynamic("BATCH")
-    a_param, b_param, c_param = _operand_params(spec, ctx, M, N, K, NC, BATCH)
-    sa_shape, sb_shape, bias_shape = _epilogue_shapes(spec, M, N)
-    bias_dtype = spec.bias_storage or "float32"
-    num_programs = _num_programs(spec, M, N, BATCH)
+def _persistent_body(spec: KernelSpec, ctx: GemmContext, M, N, K, BATCH, num_programs):
+    """``persistent_gemm``'s kernel body: program p runs tiles p, p + P, ..."""
 
     @T.macro
     def body(A, B, C, A_scale, B_scale, bias):
@@ -162,6 +151,66 @@ def persistent_gemm(spec: KernelSpec):
                     ctx.consume(0, sched.iters_per_tile)
                     tensorC.store(ctx, tile, scale=scale, bias=bias_view)
                 tensorC.drain(ctx)
+
+    return body
+
+
+def _clustered_body(spec: KernelSpec, ctx: GemmContext, M, N, K, num_programs):
+    """``persistent_gemm``'s kernel body for 2-CTA clusters (Schedule.cluster_m = 2): the
+    same tiles per program as ``_persistent_body``, programs 2c and 2c + 1 in one cluster,
+    round by round (``ScheduleContext.cluster_round``): the operand their two tiles share is
+    loaded once and multicast, and each consumer releases its ring slots to both producers.
+    TileLang follows the initialisation of the cluster barriers (``empty``) with a cluster
+    barrier; the one before exit keeps every remote arrival and multicast within the
+    peer's lifetime."""
+    grid = T.ceildiv(num_programs, 2) * 2
+
+    @T.macro
+    def body(A, B, C, A_scale, B_scale, bias):
+        with T.Kernel(grid, threads=ctx.threads, cluster_dims=2) as pid:
+            tensorA, tensorB, tensorC, scale, bias_view = _views(spec, A, B, C, A_scale, B_scale, bias, M, N)
+            ctx.allocate(registers=False)
+            sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
+            if ctx.is_producer():
+                ctx.set_registers(producer=True)
+                for t in T.serial(sched.cluster_rounds()):
+                    own, shared, _ = sched.cluster_round(t)
+                    tile = ctx.bind_tile(own)
+                    ctx.produce(tensorA, tensorB, tile, 0, sched.iters_per_tile, shared=ctx.bind_shared(shared))
+            else:
+                ctx.set_registers(producer=False)
+                for t in T.serial(sched.cluster_rounds()):
+                    own, _, stores = sched.cluster_round(t)
+                    tile = ctx.bind_tile(own)
+                    ctx.consume(0, sched.iters_per_tile)
+                    if stores:
+                        tensorC.store(ctx, tile, scale=scale, bias=bias_view)
+                tensorC.drain(ctx)
+            T.cluster_sync()
+
+    return body
+
+
+def persistent_gemm(spec: KernelSpec):
+    """C = epilogue(A · B); program p runs whole tiles p, p + P, ... (P = min(SMs, tiles)).
+    The producer warpgroup and the consumers walk the tiles in separate branches, so each
+    keeps its own register budget (``GemmContext.set_registers``). Without scales and bias
+    the kernel takes A, B and C only (each tensor argument costs host time per launch).
+    Batched (``spec.batched``): C[b] = epilogue(A[b] · B[b]) for b < BATCH, the BATCH · tiles
+    tiles dealt out batch-major (``ScheduleContext.get_batched_tile_from_idx``)."""
+    ctx = spec.context()
+    M, N, K, NC, BATCH = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC"), T.dynamic("BATCH")
+    a_param, b_param, c_param = _operand_params(spec, ctx, M, N, K, NC, BATCH)
+    sa_shape, sb_shape, bias_shape = _epilogue_shapes(spec, M, N)
+    bias_dtype = spec.bias_storage or "float32"
+    num_programs = _num_programs(spec, M, N, BATCH)
+
+    if spec.schedule.cluster_m > 1:
+        if spec.batched:
+            raise ValueError("spec: a clustered schedule (cluster_m > 1) runs the single-GEMM persistent kernel")
+        body = _clustered_body(spec, ctx, M, N, K, num_programs)
+    else:
+        body = _persistent_body(spec, ctx, M, N, K, BATCH, num_programs)
 
     if spec.has_epilogue:
         @T.prim_func

@@ -429,8 +429,8 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
     module's copy rule, per matrix), and each operand must also be dense across the batch
     (batch stride = one matrix, as TMA's 3-D box walks it): any other batch stride, a
     broadcast (stride 0) one included, is copied once. Returns ``out`` [B, M, N]."""
-    if isinstance(schedule, Schedule) and (schedule.streamk_tiles or schedule.is_swap_ab):
-        raise ValueError("schedule: bmm runs the persistent kernel (no Stream-K, no swap-AB)")
+    if isinstance(schedule, Schedule) and (schedule.streamk_tiles or schedule.is_swap_ab or schedule.cluster_m > 1):
+        raise ValueError("schedule: bmm runs the persistent kernel (no Stream-K, swap-AB or clusters)")
     _check_tensor("a", a, 3)
     _check_tensor("b", b, 3)
     batch = a.shape[0]
@@ -498,8 +498,8 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
     spec = make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, a_major=a_major, b_major=b_major,
                      scale_a=scale_a, scale_b=scale_b, bias_dtype=out_dtype if bias else None)
     if batched:
-        if schedule.streamk_tiles or schedule.is_swap_ab:
-            raise ValueError("schedule: bmm runs the persistent kernel (no Stream-K, no swap-AB)")
+        if schedule.streamk_tiles or schedule.is_swap_ab or schedule.cluster_m > 1:
+            raise ValueError("schedule: bmm runs the persistent kernel (no Stream-K, swap-AB or clusters)")
         spec = dataclasses.replace(spec, batched=True)
     func = build(spec)
     if emit == "tir":
@@ -599,9 +599,10 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
         raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
     if schedule.block_k != _SCALE_BLOCK:
         raise ValueError(f"schedule: block_k must be {_SCALE_BLOCK} (the scale block along K), got {schedule.block_k}")
-    if schedule.streamk_tiles or schedule.split_k > 1 or schedule.is_swap_ab or schedule.num_xcds > 1:
+    if (schedule.streamk_tiles or schedule.split_k > 1 or schedule.is_swap_ab or schedule.num_xcds > 1
+            or schedule.cluster_m > 1):
         raise ValueError("schedule: the block-scaled kernel is persistent over whole tiles "
-                         "(no Stream-K, split-K, swap-AB or chiplet transform)")
+                         "(no Stream-K, split-K, swap-AB, chiplet transform or clusters)")
     BlockScaledContext.temporaries_of(schedule)  # a tile whose fragments do not fit is a "schedule:" error
     return BlockScaledSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], _STORAGE[out_dtype], schedule, num_sms,
                            None if bias_dtype is None else _STORAGE[bias_dtype], batched)

@@ -106,22 +106,28 @@ class InputView:
             raise ValueError(f"operand must be 'A' or 'B', got {operand!r}")
         self.buffer, self.operand, self.major = buffer, operand, Major.parse(major)
 
-    def load(self, smem, stage, mn0, k0, block_mn: int, block_k: int, barrier, batch=None):
+    def load(self, smem, stage, mn0, k0, block_mn: int, block_k: int, barrier, batch=None, multicast=None):
         """TMA-copy the [block_mn, block_k] tile at (mn0, k0) (of GEMM ``batch`` in a batched
-        buffer) into ring slot ``stage``; the copy's bytes complete ``barrier``."""
+        buffer) into ring slot ``stage``; the copy's bytes complete ``barrier``. Within a
+        2-CTA cluster, where the predicate ``multicast`` holds, rank 0 copies the tile into
+        the same slot of both CTAs (TMA multicast, PTX ISA 9.7.9.25) and rank 1 copies
+        nothing; each CTA still expects the tile's bytes on its own ``barrier``."""
         buf, k_major = self.buffer, self.major is Major.K
 
         def region(rows, cols):
             return buf[rows, cols] if batch is None else buf[batch, rows, cols]
 
+        source = (region(slice(mn0, mn0 + block_mn), slice(k0, k0 + block_k)) if k_major
+                  else region(slice(k0, k0 + block_k), slice(mn0, mn0 + block_mn)))
+
         @T.macro
         def _load():
-            if k_major:
-                T.tma_copy(region(slice(mn0, mn0 + block_mn), slice(k0, k0 + block_k)), smem[stage, :, :],
-                           barrier=barrier, leader_scope_threads=32)
+            if multicast is None:
+                T.tma_copy(source, smem[stage, :, :], barrier=barrier, leader_scope_threads=32)
+            elif multicast:
+                T.tma_copy(source, smem[stage, :, :], barrier=barrier, leader_scope_threads=32, cluster_mask=0b11)
             else:
-                T.tma_copy(region(slice(k0, k0 + block_k), slice(mn0, mn0 + block_mn)), smem[stage, :, :],
-                           barrier=barrier, leader_scope_threads=32)
+                T.tma_copy(source, smem[stage, :, :], barrier=barrier, leader_scope_threads=32)
 
         return _load()
 
@@ -303,6 +309,7 @@ class GemmContext:
         self.b_tile = em.b_params.smem_shape
         self.a_bytes, self.b_bytes = em.a_params.tile_bytes, em.b_params.tile_bytes
         self.store_chunk, self.store_buffers = store_staging(schedule.block_n)
+        self.cluster_size = schedule.cluster_m
 
     def allocate(self, registers: bool = True):
         """Buffers, barriers and (``registers``) register budgets; call first inside
@@ -316,11 +323,13 @@ class GemmContext:
         self.sum_chunk = T.alloc_fragment((self.block_m, self.store_chunk), self.accum_storage)
         self.acc = T.alloc_fragment((self.block_m, self.block_n), self.accum_storage)
         self.full = T.alloc_barrier([PRODUCER_LANES] * S)
-        self.empty = T.alloc_barrier([em.num_warpgroups * self.release_arrivals] * S)
+        releases = em.num_warpgroups * self.release_arrivals * self.cluster_size
+        self.empty = T.alloc_barrier([releases] * S) if self.cluster_size == 1 else T.alloc_cluster_barrier([releases] * S)
         self.iteration = T.alloc_var("int32", init=0)
         self.tile_m = T.alloc_var("int32", init=0)
         self.tile_n = T.alloc_var("int32", init=0)
         self.tile_b = T.alloc_var("int32", init=0)
+        self.shared = T.alloc_var("int32", init=0) if self.cluster_size > 1 else None
         T.annotate_layout({self.a_smem: em.a_shared_layout.expand([S]), self.b_smem: em.b_shared_layout.expand([S]),
                            self.acc: em.accum_layout()})
         if registers:
@@ -347,18 +356,40 @@ class GemmContext:
         return Tile(self.tile_m[0], self.tile_n[0], tile.block_m, tile.block_n,
                     self.tile_b[0] if batched else None)
 
+    def bind_shared(self, shared):
+        """A cluster round's ``shared`` predicate (``ScheduleContext.cluster_round``)
+        evaluated once into a register: which operand it names is multicast (B under raster
+        "m", A under raster "n"); the producer tests it per K-iteration."""
+
+        @T.macro
+        def _bind(flag):
+            flag = T.Select(shared, 1, 0)
+
+        _bind(self.shared)
+        return self.shared[0] == 1
+
     def release(self, slot):
         """Consumer side: hand ring slot ``slot`` back to the producer (``release_arrivals``
-        threads of each warpgroup arrive)."""
-        empty, one_per_warpgroup = self.empty, self.release_arrivals == 1
+        threads of each warpgroup arrive). In a cluster the slot goes back to the producers
+        of every CTA (remote mbarrier arrive, PTX ISA 9.7.13.15.13): either may multicast
+        into it."""
+        empty, one_per_warpgroup, ranks = self.empty, self.release_arrivals == 1, self.cluster_size
+
+        @T.macro
+        def _arrive():
+            if ranks == 1:
+                T.mbarrier_arrive(empty[slot])
+            else:
+                for rank in T.unroll(ranks):
+                    T.mbarrier_arrive(empty[slot], cta_id=rank)
 
         @T.macro
         def _release():
             if one_per_warpgroup:
                 if T.get_thread_binding() % 128 == 0:
-                    T.mbarrier_arrive(empty[slot])
+                    _arrive()
             else:
-                T.mbarrier_arrive(empty[slot])
+                _arrive()
 
         return _release()
 
@@ -386,10 +417,13 @@ class GemmContext:
 
         return _regs()
 
-    def produce(self, tensorA: InputView, tensorB: InputView, tile: Tile, k_begin, k_end):
+    def produce(self, tensorA: InputView, tensorB: InputView, tile: Tile, k_begin, k_end, shared=None):
         """Producer side of ``reduce_axis``: its first warp TMA-loads the K-iterations' tiles
-        into the ring (call from producer threads only)."""
+        into the ring (call from producer threads only). In a cluster, where the predicate
+        ``shared`` holds (``bind_shared``), the operand the cluster's two tiles share is
+        multicast (``InputView.load``): B under raster "m", A under raster "n"."""
         S, bm, bn, bk = self.num_stages, self.block_m, self.block_n, self.block_k
+        multicast_a, multicast_b = (None, shared) if self.schedule.raster == "m" else (shared, None)
         it, a_smem, b_smem, full, empty = self.iteration, self.a_smem, self.b_smem, self.full, self.empty
         producer_warp_end = self.consumer_threads + PRODUCER_LANES
 
@@ -398,8 +432,10 @@ class GemmContext:
             if T.get_thread_binding() < producer_warp_end:
                 for k in T.serial(k_begin, k_end):
                     T.mbarrier_wait_parity(empty[_slot(it, S)], _phase(it, S) ^ 1)
-                    tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)], tile.batch)
-                    tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)], tile.batch)
+                    tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)], tile.batch,
+                                 multicast_a)
+                    tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)], tile.batch,
+                                 multicast_b)
                     T.mbarrier_arrive(full[_slot(it, S)])
                     it += 1
 
@@ -483,6 +519,33 @@ class ScheduleContext:
 
     def get_tile_from_coord(self, pid_m, pid_n) -> Tile:
         return Tile(pid_m, pid_n, self.block_m, self.block_n)
+
+    # ---- 2-CTA clusters (Schedule.cluster_m = 2): programs 2c and 2c + 1 run in lockstep
+
+    def cluster_rounds(self):
+        """Rounds of a cluster's persistent loop: the tiles of its rank-0 program (the
+        grid is rounded up to an even size; a program id >= num_programs has no tiles)."""
+        lead = self.pid - T.truncmod(self.pid, 2)
+        return T.ceildiv(self.total_tiles - lead, self.num_programs)
+
+    def cluster_round(self, t):
+        """(Tile, shared, stores) of round ``t`` for this program. The cluster's programs
+        run tiles first = lead + t·P and first + 1 (lead = its rank-0 program id): the
+        persistent mapping of tlgemm.schedules. ``shared``: both tiles lie in one tile
+        column (raster "m": B's tile is theirs to share) or one tile row (raster "n": A's).
+        A rank-1 program without a tile of its own this round recomputes first and stores
+        nothing (``stores`` false), so both run the same K-iterations and each releases
+        every slot the other may multicast into."""
+        P = self.num_programs
+        rank = T.truncmod(self.pid, 2)
+        lead = self.pid - rank
+        first = T.bind(lead + t * P)
+        has_second = T.bind(T.Select((lead + 1 < P) & (first + 1 < self.total_tiles), 1, 0))
+        second = first + has_second
+        own = self.get_tile_from_idx(T.Select(rank == 0, first, second))
+        one, two = self.get_tile_from_idx(first), self.get_tile_from_idx(second)
+        shared = one.pid_n == two.pid_n if self.schedule.raster == "m" else one.pid_m == two.pid_m
+        return own, shared, (rank == 0) | (has_second == 1)
 
     # ---- batched GEMMs: ``batch`` GEMMs of one shape dealt out as one of batch · tiles tiles
 

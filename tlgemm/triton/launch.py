@@ -143,6 +143,9 @@ def _check_schedule(schedule):
         raise ValueError("schedule: split_k > 1 is not implemented by the Triton backend (use streamk_tiles)")
     if schedule.is_swap_ab:
         raise ValueError("schedule: is_swap_ab is not implemented by the Triton backend (pass b.T, a.T instead)")
+    if schedule.cluster_m > 1:
+        raise ValueError(f"schedule: cluster_m={schedule.cluster_m} (TMA multicast within a thread-block cluster) is "
+                         "a TileLang-backend schedule; the Triton backend launches no clusters")
     if not schedule.has_pow2_block_n:
         raise ValueError(f"schedule: block_n={schedule.block_n} is not a power of two, which tl.arange needs "
                          "(only the TileLang block-scaled kernel takes other multiples of 16)")
