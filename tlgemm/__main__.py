@@ -332,7 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dtype", choices=list(_OUT_DTYPES))
     p.add_argument("--layout", default="nt", choices=_LAYOUTS)
     p.add_argument("--backend", default="auto", choices=["auto", "tilelang", "triton"])
-    p.add_argument("--candidates", type=_positive, default=8, help="select()'s best N candidates are timed")
+    p.add_argument("--candidates", type=_positive, default=8,
+                   help="select()'s best N candidates are timed (on TileLang also their 2-CTA cluster forms)")
     p.add_argument("--cache-dir", default=None, help="autotune cache directory (default: $TLGEMM_CACHE_DIR, "
                                                      "$XDG_CACHE_HOME/tlgemm or ~/.cache/tlgemm)")
     p.set_defaults(func=cmd_autotune)
