@@ -128,6 +128,33 @@ def _tile_at(sched: ScheduleContext, tile_id, batched: bool):
     return sched.get_batched_tile_from_idx(tile_id) if batched else sched.get_tile_from_idx(tile_id)
 
 
+def _walk_tiles(ctx: GemmContext, sched: ScheduleContext, batch, tensorC, produce, consume, **store):
+    """Program p's tiles p, p + P, ... (of all ``batch`` GEMMs; None: one GEMM). The producer
+    warpgroup and the consumers walk them in separate branches, so each keeps its own
+    register budget (``GemmContext.set_registers``): ``produce(tile)`` and ``consume(tile)``
+    emit one tile's K loop on each side, the consumers then store the tile
+    (``tensorC.store(ctx, tile, **store)``) and drain the stores at the end."""
+    total = None if batch is None else sched.batched_total_tiles(batch)
+    start, _, step = sched.persistent_tile_range(total)
+    batched = batch is not None
+
+    @T.macro
+    def _walk():
+        if ctx.is_producer():
+            ctx.set_registers(producer=True)
+            for t in T.serial(sched.num_local_tiles(total)):
+                produce(ctx.bind_tile(_tile_at(sched, start + t * step, batched)))
+        else:
+            ctx.set_registers(producer=False)
+            for t in T.serial(sched.num_local_tiles(total)):
+                tile = ctx.bind_tile(_tile_at(sched, start + t * step, batched))
+                consume(tile)
+                tensorC.store(ctx, tile, **store)
+            tensorC.drain(ctx)
+
+    return _walk()
+
+
 def _persistent_body(spec: KernelSpec, ctx: GemmContext, M, N, K, BATCH, num_programs):
     """``persistent_gemm``'s kernel body: program p runs tiles p, p + P, ..."""
 
@@ -137,20 +164,9 @@ def _persistent_body(spec: KernelSpec, ctx: GemmContext, M, N, K, BATCH, num_pro
             tensorA, tensorB, tensorC, scale, bias_view = _views(spec, A, B, C, A_scale, B_scale, bias, M, N)
             ctx.allocate(registers=False)
             sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
-            total = sched.batched_total_tiles(BATCH) if spec.batched else None
-            start, _, step = sched.persistent_tile_range(total)
-            if ctx.is_producer():
-                ctx.set_registers(producer=True)
-                for t in T.serial(sched.num_local_tiles(total)):
-                    tile = ctx.bind_tile(_tile_at(sched, start + t * step, spec.batched))
-                    ctx.produce(tensorA, tensorB, tile, 0, sched.iters_per_tile)
-            else:
-                ctx.set_registers(producer=False)
-                for t in T.serial(sched.num_local_tiles(total)):
-                    tile = ctx.bind_tile(_tile_at(sched, start + t * step, spec.batched))
-                    ctx.consume(0, sched.iters_per_tile)
-                    tensorC.store(ctx, tile, scale=scale, bias=bias_view)
-                tensorC.drain(ctx)
+            _walk_tiles(ctx, sched, BATCH if spec.batched else None, tensorC,
+                        lambda tile: ctx.produce(tensorA, tensorB, tile, 0, sched.iters_per_tile),
+                        lambda tile: ctx.consume(0, sched.iters_per_tile), scale=scale, bias=bias_view)
 
     return body
 
@@ -395,19 +411,8 @@ def blockscaled_gemm(spec: BlockScaledSpec):
             bias_view = make_bias_view(bias, N) if spec.bias_storage is not None else None
             ctx.allocate()
             sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
-            total = sched.batched_total_tiles(BATCH) if spec.batched else None
-            start, _, step = sched.persistent_tile_range(total)
-            if ctx.is_producer():
-                ctx.set_registers(producer=True)
-                for t in T.serial(sched.num_local_tiles(total)):
-                    tile = ctx.bind_tile(_tile_at(sched, start + t * step, spec.batched))
-                    ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0, sched.iters_per_tile)
-            else:
-                ctx.set_registers(producer=False)
-                for t in T.serial(sched.num_local_tiles(total)):
-                    tile = ctx.bind_tile(_tile_at(sched, start + t * step, spec.batched))
-                    ctx.consume_blockscaled(tile, 0, sched.iters_per_tile)
-                    tensorC.store(ctx, tile, bias=bias_view)
-                tensorC.drain(ctx)
+            _walk_tiles(ctx, sched, BATCH if spec.batched else None, tensorC,
+                        lambda tile: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0, sched.iters_per_tile),
+                        lambda tile: ctx.consume_blockscaled(tile, 0, sched.iters_per_tile), bias=bias_view)
 
     return gemm
