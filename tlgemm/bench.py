@@ -8,7 +8,8 @@ and the Triton tutorial's persistent matmul, in one process, on the same inputs.
 Problem convention: C[M, N] = A[M, K] · W[N, K]ᵀ (an nn.Linear / DeepGEMM layout: both operands
 K-major); the tlgemm launchers get ``b = W.t()`` ([K, N] with strides (1, K)). fp8 is e4m3 with
 per-tensor scales of 1.0 passed to every kernel that takes scales; ``fp8-block`` is DeepSeek-style
-block scaling (A: one scale per 1x128 group, W: one per 128x128 block, scales drawn at random).
+block scaling (A: one scale per 1x128 group, W: one per 128x128 block, scales drawn at random;
+A's scales passed outer-dim-major, the layout cuBLAS, DeepGEMM and tlgemm read fastest).
 
 Per case: random inputs on the GPU, several input sets rotated so the L2 holds none of them,
 a float64 reference (``tlgemm.testing``), then per implementation one poisoned run checked
@@ -351,7 +352,7 @@ class Inputs:
     out: torch.Tensor
     scale_a: torch.Tensor | None = None  # fp8: one value; fp8-block: [M, K/128]
     scale_b: torch.Tensor | None = None  # fp8: one value; fp8-block: [⌈N/128⌉, K/128]
-    scale_a_mn: torch.Tensor | None = None  # fp8-block: scale_a stored M-major (cuBLAS wants it)
+    scale_a_mn: torch.Tensor | None = None  # fp8-block: scale_a stored M-major (cuBLAS, DeepGEMM and tlgemm's layout)
 
 
 def _varied(x: torch.Tensor, block: tuple[int, int], generator: torch.Generator) -> torch.Tensor:
@@ -605,7 +606,7 @@ class Tlgemm(Impl):
 
         def fn(i):
             extra = dict(out=i.out) if takes_out else {}
-            return blockscaled(i.a, i.w, i.scale_a, i.scale_b, schedule=None, out_dtype=dt.torch_out, **extra)
+            return blockscaled(i.a, i.w, i.scale_a_mn, i.scale_b, schedule=None, out_dtype=dt.torch_out, **extra)
 
         try:
             fn(inp)

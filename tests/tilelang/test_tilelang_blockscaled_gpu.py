@@ -70,6 +70,50 @@ def test_non_power_of_two_block_n(generator, block_m, block_n, warpgroups, M, N,
     assert_gemm_close(out, TR.blockscaled_matmul(a, b, sa, sb).double(), FP8, what=f"{schedule} vs Triton")
 
 
+@pytest.mark.parametrize("block_n", [16, 32, 48, 64])
+@pytest.mark.parametrize("M, N, K", [(1, 2112, 512), (7, 1000, 384), (33, 384, 1024), (64, 7168, 256)], ids=str)
+def test_swap_ab(generator, block_n, M, N, K):
+    """Swap-AB (Cᵀ = B · Aᵀ, tokens on WGMMA's N side, the tile stored transposed): ragged M
+    and N, bf16 output with a bias along N; against the reference and the Triton kernel."""
+    from tlgemm.schedules import Schedule
+
+    schedule = Schedule(block_m=64, block_n=block_n, block_k=128, num_stages=6,
+                        num_warpgroups=1).persistent().swap_ab()
+    a = random_operand((M, K), FP8, generator=generator, device=DEV)
+    b = random_operand((N, K), FP8, generator=generator, device=DEV)
+    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
+    bias = torch.randn(N, generator=generator).to(DEV)
+    out = poisoned((M, N), torch.bfloat16, DEV)
+    blockscaled_matmul(a, b, sa, sb, schedule, out=out, bias=bias)
+    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
+    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
+    assert_gemm_close(out, reference_gemm(a64, b64.T, bias=bias), FP8, what=f"{schedule} vs reference")
+    other = TR.blockscaled_matmul(a, b, sa, sb, bias=bias)
+    assert_gemm_close(out, other.double(), FP8, what=f"{schedule} vs Triton")
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float16], ids=str)
+def test_swap_ab_batched_and_128_row_tiles(generator, out_dtype):
+    """Swap-AB in the batched form (per-batch scales) and on 128-row tiles over two
+    consumer warpgroups, fp32 / fp16 output."""
+    from tlgemm.schedules import Schedule
+
+    batch, M, N, K = 3, 20, 1000, 640
+    x = random_operand((batch, M, K), FP8, generator=generator, device=DEV)
+    y = random_operand((batch, N, K), FP8, generator=generator, device=DEV)
+    xs = _scales((batch, M, K // 128), generator)
+    ys = _scales((batch, -(-N // 128), K // 128), generator)
+    for schedule in (Schedule(block_m=64, block_n=32, block_k=128, num_stages=4, num_warpgroups=1),
+                     Schedule(block_m=128, block_n=32, block_k=128, num_stages=4, num_warpgroups=2)):
+        schedule = schedule.persistent().swap_ab()
+        out = poisoned((batch, M, N), out_dtype, DEV)
+        blockscaled_bmm(x, y, xs, ys, schedule, out=out)
+        for i in range(batch):
+            a64 = dequantize_fp8_blockwise(x[i], xs[i], (1, 128)).double()
+            b64 = dequantize_fp8_blockwise(y[i], ys[i], (128, 128)).double()
+            assert_gemm_close(out[i], reference_gemm(a64, b64.T), FP8, what=f"{schedule} batch {i}")
+
+
 def test_bias_and_fp32_output(generator):
     M, N, K = 333, 512, 1024
     a = random_operand((M, K), FP8, generator=generator, device=DEV)

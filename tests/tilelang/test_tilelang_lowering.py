@@ -110,19 +110,22 @@ def test_blockscaled_kernel_lowers():
     from tilelang import tvm
 
     from tlgemm.tilelang.kernels import blockscaled_gemm
-    from tlgemm.tilelang.launch import PASS_CONFIGS, blockscaled_spec, default_blockscaled_schedule
+    from tlgemm.tilelang.launch import BLOCKSCALED_PASS_CONFIGS, blockscaled_spec, default_blockscaled_schedule
 
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
                             default_blockscaled_schedule(4096).persistent(132), 132)
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
-    with tvm.transform.PassContext(opt_level=3, config=PASS_CONFIGS), target:
+    with tvm.transform.PassContext(opt_level=3, config=BLOCKSCALED_PASS_CONFIGS), target:
         src = tilelang.lower(blockscaled_gemm(spec), target=target).kernel_source
     wgmma = re.findall(r"wgmma_ss<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
                        r"tl::DataType::kFloat32, 64, 128, 32, false, false, 1, 1>\([^;]*, (\w+|\d)\);", src)
     assert len(wgmma) == 16 and wgmma == ["0", "1", "1", "1"] * 4, wgmma
     assert "warpgroup_wait<1>" in src and "warpgroup_wait<0>" in src
     assert "mma.sync" not in src and src.count("tl::tma_load(") == 2
-    assert "SA_T[" in src and "SB_T[" in src and "mbarrier_cp_async_arrive_noinc" in src
+    assert "mbarrier_cp_async_arrive_noinc" in src and "cp_async_gs_conditional" not in src
+    copies = re.findall(r"cp_async_gs<4>\([^;]*(SA|SB)\[([^;]*)", src)  # the scales at their own strides
+    assert sorted(name for name, _ in copies) == ["SA", "SB"], copies
+    assert all(f"{name.lower()}_stride0" in index and f"{name.lower()}_stride1" in index for name, index in copies)
     assert "warpgroup_reg_alloc<232>" in src and "warpgroup_reg_dealloc<40>" in src
 
 
@@ -133,18 +136,19 @@ def test_batched_blockscaled_kernel_lowers():
     from tilelang import tvm
 
     from tlgemm.tilelang.kernels import blockscaled_gemm
-    from tlgemm.tilelang.launch import PASS_CONFIGS, blockscaled_spec, default_blockscaled_schedule
+    from tlgemm.tilelang.launch import BLOCKSCALED_PASS_CONFIGS, blockscaled_spec, default_blockscaled_schedule
 
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
                             default_blockscaled_schedule(4096).persistent(132), 132, batched=True)
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
-    with tvm.transform.PassContext(opt_level=3, config=PASS_CONFIGS), target:
+    with tvm.transform.PassContext(opt_level=3, config=BLOCKSCALED_PASS_CONFIGS), target:
         src = tilelang.lower(blockscaled_gemm(spec), target=target).kernel_source
     loads = re.findall(r"tl::tma_load\(([AB])_desc, [^;]*, (\w+)\);", src)
     assert {name for name, _ in loads} == {"A", "B"} and len({batch for _, batch in loads}) == 1, loads
     assert re.search(rf"tl::tma_store\(C_desc, [^;]*, {loads[0][1]}\);", src)
-    copies = re.findall(r"cp_async_gs_conditional<4>\([^;]*(SA_T|SB_T)\[([^;]*)", src)
-    assert {name for name, _ in copies} == {"SA_T", "SB_T"} and all("KB" in index for _, index in copies), copies
+    copies = re.findall(r"cp_async_gs<4>\([^;]*(SA|SB)\[([^;]*)", src)
+    assert {name for name, _ in copies} == {"SA", "SB"}, copies
+    assert all(f"((int64_t){loads[0][1]}) * ((int64_t){name.lower()}_stride0)" in index for name, index in copies)
 
 
 @pytest.mark.parametrize("block_n, temporaries, width", [(160, 1, 2), (192, 1, 2), (112, 2, 2), (176, 1, 3)])
@@ -157,7 +161,7 @@ def test_blockscaled_kernel_lowers_with_non_power_of_two_block_n(block_n, tempor
 
     from tlgemm.schedules import Schedule
     from tlgemm.tilelang.kernels import blockscaled_gemm
-    from tlgemm.tilelang.launch import PASS_CONFIGS, blockscaled_spec
+    from tlgemm.tilelang.launch import BLOCKSCALED_PASS_CONFIGS, blockscaled_spec
     from tlgemm.tilelang.stages import BlockScaledContext
 
     schedule = Schedule(block_m=128, block_n=block_n, block_k=128, num_stages=4, num_warpgroups=2).persistent(132)
@@ -165,12 +169,43 @@ def test_blockscaled_kernel_lowers_with_non_power_of_two_block_n(block_n, tempor
     assert BlockScaledContext.b_scale_width_of(block_n) == width
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
-    with tvm.transform.PassContext(opt_level=3, config=PASS_CONFIGS), target:
+    with tvm.transform.PassContext(opt_level=3, config=BLOCKSCALED_PASS_CONFIGS), target:
         src = tilelang.lower(blockscaled_gemm(spec), target=target).kernel_source
     assert set(re.findall(r"wgmma_ss<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
                           r"tl::DataType::kFloat32, 64, (\d+), 32,", src)) == {str(block_n)}
     assert ("warpgroup_wait<1>" in src) == (temporaries == 2)
     assert f"* {block_n}) % 128)" in src  # the tile's offset into its first scale block selects the B scale
+    assert "mma.sync" not in src
+
+
+@pytest.mark.parametrize("block_n", [16, 48])
+def test_blockscaled_swap_ab_lowers(block_n):
+    """Swap-AB: B's tile is WGMMA's A (64 rows over N), the tokens its N; the token scales of
+    the tile's columns and one weight-block scale per row tile are staged; C is written by a
+    TMA store at (token, weight-row) coordinates, the bias indexed by the tile row."""
+    import tilelang
+    from tilelang import tvm
+
+    from tlgemm.schedules import Schedule
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import BLOCKSCALED_PASS_CONFIGS, blockscaled_spec
+    from tlgemm.tilelang.stages import BlockScaledContext
+
+    schedule = Schedule(block_m=64, block_n=block_n, block_k=128, num_stages=6,
+                        num_warpgroups=1).persistent(132).swap_ab()
+    assert BlockScaledContext.scale_widths_of(schedule) == (1, block_n)
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
+                            torch.bfloat16)
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+    with tvm.transform.PassContext(opt_level=3, config=BLOCKSCALED_PASS_CONFIGS), target:
+        src = tilelang.lower(blockscaled_gemm(spec), target=target).kernel_source
+    assert set(re.findall(r"wgmma_ss<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
+                          r"tl::DataType::kFloat32, 64, (\d+), 32,", src)) == {str(block_n)}
+    loads = dict((name, coord) for name, coord in re.findall(r"tl::tma_load\(([AB])_desc, [^;]*, \(?(\w+) \* ", src))
+    assert loads == {"B": loads["B"], "A": loads["A"]} and loads["A"] != loads["B"], loads
+    store = re.search(r"tl::tma_store\(C_desc, [^;]*, \(?(\w+) \* 64\)?, \(?(\w+) \* " + str(block_n), src)
+    assert store and store.group(1) == loads["B"] and store.group(2) == loads["A"], store
+    assert re.search(rf"bias\[min\(\(*\(int64_t\){loads['B']}\) \* \(int64_t\)64\)", src)
     assert "mma.sync" not in src
 
 

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from tlgemm.tilelang import kernel_source
-from tlgemm.tilelang.emitter_gemm import lower_to_cuda
+from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
 from tlgemm.tilelang.kernels import blockscaled_gemm
 from tlgemm.tilelang.launch import blockscaled_spec, default_blockscaled_schedule
 
@@ -62,7 +62,7 @@ def _source(case: str) -> str:
     if case == "blockscaled-e4m3":
         spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
                                 default_blockscaled_schedule(4096), 132)
-        return lower_to_cuda(blockscaled_gemm(spec))
+        return lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
     a_dtype, b_dtype, out_dtype, schedule, options = CASES[case]
     return kernel_source(512, 512, 512, a_dtype, b_dtype, out_dtype, schedule, **options)
 

@@ -91,14 +91,19 @@ def emitter_gemm(M: int, N: int, K: int, a_dtype: str, b_dtype: str, accum_dtype
 #: docstring) and the backend's, which synchronise their own warp-specialised pipeline with
 #: mbarriers (tlgemm.tilelang.stages), so TileLang's automatic one stays off.
 PASS_CONFIGS = {"tl.disable_warp_specialized": True}
+#: The block-scaled kernel's: also without TileLang's cp.async bounds guard, which misreads
+#: strided buffers (tlgemm.tilelang.stages.GroupScaleView clamps its indices itself).
+BLOCKSCALED_PASS_CONFIGS = {**PASS_CONFIGS, "tl.disable_safe_memory_legalize": True}
 
 
-def lower_to_cuda(func) -> str:
-    """CUDA source for sm_90a without a GPU (DESIGN.md, "Backends")."""
+def lower_to_cuda(func, pass_configs=None) -> str:
+    """CUDA source for sm_90a without a GPU (DESIGN.md, "Backends"), with ``PASS_CONFIGS``
+    unless ``pass_configs`` is given."""
     from tilelang import tvm
 
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
-    with tvm.transform.PassContext(opt_level=3, config=PASS_CONFIGS), target:
+    config = PASS_CONFIGS if pass_configs is None else pass_configs
+    with tvm.transform.PassContext(opt_level=3, config=config), target:
         return tilelang.lower(func, target=target).kernel_source
 
 

@@ -387,30 +387,38 @@ class BlockScaledSpec:
 
 def blockscaled_gemm(spec: BlockScaledSpec):
     """C = Σ_kb (A · Bᵀ)[:, :, kb] · scale_a[:, kb] · scale_b[n // 128, kb] (+ bias): A [M, K],
-    B [N, K] fp8 (K-major), SA_T = scale_aᵀ [K/128, M], SB_T = scale_bᵀ [K/128, ceil(N/128)]
-    (``GroupScaleView``); persistent over whole tiles, producer and consumers in separate
+    B [N, K] fp8 (K-major), SA = scale_a [M, K/128], SB = scale_b [ceil(N/128), K/128] at any
+    strides (``GroupScaleView``); persistent over whole tiles, producer and consumers in separate
     branches (``persistent_gemm``), each K block promoted on the CUDA cores while the next
     one's wgmma runs (``BlockScaledContext``). Batched (``spec.batched``): every tensor but
-    the bias has a batch index in front, the BATCH · tiles tiles dealt out batch-major."""
+    the bias has a batch index in front, the BATCH · tiles tiles dealt out batch-major.
+    Swap-AB (``schedule.is_swap_ab``): the kernel's problem is Cᵀ [N, M] = B · Aᵀ (B the
+    WGMMA A operand), its tiles stored transposed into C, the bias along its rows."""
     ctx = BlockScaledContext(spec.schedule, spec.a_dtype, spec.b_dtype, spec.out_storage)
     M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
     KB, NB, BATCH = T.dynamic("KB"), T.dynamic("NB"), T.dynamic("BATCH")
     lead = (BATCH,) if spec.batched else ()
+    sa_strides = tuple(T.dynamic(f"sa_stride{d}") for d in range(len(lead) + 2))
+    sb_strides = tuple(T.dynamic(f"sb_stride{d}") for d in range(len(lead) + 2))
     bias_shape = (N,) if spec.bias_storage is not None else (1,)
-    num_programs = _num_programs(spec, M, N, BATCH)
+    swap = spec.schedule.is_swap_ab
+    rows, cols = (N, M) if swap else (M, N)
+    num_programs = _num_programs(spec, rows, cols, BATCH)
 
     @T.prim_func
     def gemm(A: T.Tensor((*lead, M, K), ctx.a_storage), B: T.Tensor((*lead, N, K), ctx.b_storage),
-             C: T.Tensor((*lead, M, NC), spec.out_storage), SA_T: T.Tensor((*lead, KB, M), "float32"),
-             SB_T: T.Tensor((*lead, KB, NB), "float32"), bias: T.Tensor(bias_shape, spec.bias_storage or "float32")):
+             C: T.Tensor((*lead, M, NC), spec.out_storage),
+             SA: T.StridedTensor((*lead, M, KB), sa_strides, "float32"),
+             SB: T.StridedTensor((*lead, NB, KB), sb_strides, "float32"),
+             bias: T.Tensor(bias_shape, spec.bias_storage or "float32")):
         with T.Kernel(num_programs, threads=ctx.threads) as pid:
-            tensorA = make_tensor_view(A, "A", "K")
-            tensorB = make_tensor_view(B, "B", "K")
+            tensorA = make_tensor_view(B if swap else A, "A", "K")
+            tensorB = make_tensor_view(A if swap else B, "B", "K")
             tensorC = make_output_view(C, M, N)
-            scales = make_group_scale_view(SA_T, SB_T, M, N)
-            bias_view = make_bias_view(bias, N) if spec.bias_storage is not None else None
+            scales = make_group_scale_view(SA, SB, M, N)
+            bias_view = make_bias_view(bias, N, per_row=swap) if spec.bias_storage is not None else None
             ctx.allocate()
-            sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
+            sched = ScheduleContext(rows, cols, K, ctx, pid, num_programs)
             _walk_tiles(ctx, sched, BATCH if spec.batched else None, tensorC,
                         lambda tile: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0, sched.iters_per_tile),
                         lambda tile: ctx.consume_blockscaled(tile, 0, sched.iters_per_tile), bias=bias_view)

@@ -42,12 +42,13 @@ from tlgemm._checks import blockscaled_problem, output_dtype, remember, signatur
 from tlgemm import schedules
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
 
-from .emitter_gemm import PASS_CONFIGS, lower_to_cuda
+from .emitter_gemm import BLOCKSCALED_PASS_CONFIGS, PASS_CONFIGS, lower_to_cuda
 from .kernels import KernelSpec, build, schedule_trace_kernel
 
 __all__ = ["matmul", "persistent_matmul", "streamk_matmul", "bmm", "schedule_trace", "kernel_source", "make_spec",
            "cached_launch",
-           "blockscaled_matmul", "blockscaled_bmm", "blockscaled_spec", "default_blockscaled_schedule", "PASS_CONFIGS"]
+           "blockscaled_matmul", "blockscaled_bmm", "blockscaled_spec", "default_blockscaled_schedule", "PASS_CONFIGS",
+           "BLOCKSCALED_PASS_CONFIGS"]
 
 _WGMMA_INPUT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "tf32",
                 torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2", torch.int8: "s8"}
@@ -537,43 +538,58 @@ def schedule_trace(M, N, K, schedule, *, num_sms=None, device="cuda"):
 
 @functools.lru_cache(maxsize=4096)
 def _blockscaled_smem(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
-    """The GEMM's shared memory plus the ring's staged scales (float32: one per tile row and
-    one per 128-column block the tile touches)."""
+    """The GEMM's shared memory plus the ring's staged scales (float32: one per token of the
+    tile and one per 128-block of weight rows it touches)."""
     from .stages import BlockScaledContext
 
-    width = BlockScaledContext.b_scale_width_of(schedule.block_n)
     return (shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype)
-            + schedule.num_stages * (schedule.block_m + width) * 4)
+            + schedule.num_stages * sum(BlockScaledContext.scale_widths_of(schedule)) * 4)
 
 
 #: Below this fraction of the SMs busy in the last wave, the block-scaled default halves block_n.
 _FILL_FLOOR = 0.75
+#: Up to this M the block-scaled default runs swap-AB (tokens on WGMMA's N side).
+_SWAP_AB_MAX_M = 32
+#: Up to this M, 128-row tiles only while they alone make this many waves.
+_SMALL_M, _WIDE_WAVES = 128, 1.5
 
 
 @functools.lru_cache(maxsize=4096)
 def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: int = 232448, *, N: int | None = None,
                                  num_sms: int = 132, batch: int = 1) -> Schedule:
-    """64-row tiles on one consumer warpgroup for M <= 64, else 128-row tiles on two (two
-    temporaries and the result: 3 · 64 registers per thread at block_n = 128); block_k = the
-    128-deep scale block. block_n is 128, halved (down to 16) while fewer than
+    """The block-scaled kernel's schedule, from benchmarks/results/blockscaled_small_m.md and
+    blockscaled_tiles.md (H100): for M <= ``_SWAP_AB_MAX_M`` swap-AB on 64 rows of N by 16 or
+    32 tokens; for M <= ``_SMALL_M`` 64-row tiles on one consumer warpgroup unless 128-row
+    tiles alone make ``_WIDE_WAVES`` waves; else 128-row tiles on two (two temporaries and
+    the result: 3 · 64 registers per thread at block_n = 128). block_k is the 128-deep scale
+    block. Without swap-AB block_n is 128, halved (down to 16) while fewer than
     ``_FILL_FLOOR`` of the ``num_sms`` · waves slots hold a tile and halving fills more, when
     N is given (small M: N / 128 tiles would leave most SMs idle). As many stages (at most 8)
     as ``smem_limit`` (sm_90: 227 KiB) holds with this output. Powers of two only: other
-    multiples of 16 run (a schedule may name one) but measured slower on DeepGEMM's shapes
-    (benchmarks/results/blockscaled_tiles.md). Cached: it builds several Schedules (about
-    0.1 ms of host time uncached)."""
-    block_m, warpgroups = (64, 1) if M <= 64 else (128, 2)
+    multiples of 16 run (a schedule may name one) but measured slower on DeepGEMM's shapes.
+    Cached: it builds several Schedules (about 0.1 ms of host time uncached)."""
+    known = N is not None and M > 0 and N > 0 and batch > 0
 
-    def fill(block_n: int) -> float:
-        tiles = batch * -(-M // block_m) * -(-N // block_n)
-        return tiles / (-(-tiles // num_sms) * num_sms)
+    def tiles(block_m: int, block_n: int) -> int:
+        return batch * -(-M // block_m) * -(-N // block_n)
 
-    block_n = 128
-    if N is not None and M > 0 and N > 0 and batch > 0:
-        while block_n > 16 and fill(block_n) < _FILL_FLOOR and fill(block_n // 2) > fill(block_n):
-            block_n //= 2
-    s = Schedule(block_m=block_m, block_n=block_n, block_k=_SCALE_BLOCK, num_stages=8,
-                 num_warpgroups=warpgroups).persistent()
+    def fill(block_m: int, block_n: int) -> float:
+        count = tiles(block_m, block_n)
+        return count / (-(-count // num_sms) * num_sms)
+
+    if M <= _SWAP_AB_MAX_M:
+        s = Schedule(block_m=64, block_n=16 if M <= 16 else 32, block_k=_SCALE_BLOCK, num_stages=8,
+                     num_warpgroups=1).persistent().swap_ab()
+    else:
+        narrow = M <= 64 or (M <= _SMALL_M and known and tiles(128, 128) < _WIDE_WAVES * num_sms)
+        block_m, warpgroups = (64, 1) if narrow else (128, 2)
+        block_n = 128
+        if known:
+            while block_n > 16 and fill(block_m, block_n) < _FILL_FLOOR and fill(block_m, block_n // 2) > fill(
+                    block_m, block_n):
+                block_n //= 2
+        s = Schedule(block_m=block_m, block_n=block_n, block_k=_SCALE_BLOCK, num_stages=8,
+                     num_warpgroups=warpgroups).persistent()
     fp8 = torch.float8_e4m3fn
     while s.num_stages > 2 and _blockscaled_smem(s, fp8, fp8, out_dtype) > smem_limit:
         s = s.stages(s.num_stages - 1)
@@ -586,7 +602,7 @@ def _compiled_blockscaled(spec):
 
     from .kernels import blockscaled_gemm
 
-    return tilelang.compile(blockscaled_gemm(spec), target="cuda", pass_configs=PASS_CONFIGS)
+    return tilelang.compile(blockscaled_gemm(spec), target="cuda", pass_configs=BLOCKSCALED_PASS_CONFIGS)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -599,10 +615,9 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
         raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
     if schedule.block_k != _SCALE_BLOCK:
         raise ValueError(f"schedule: block_k must be {_SCALE_BLOCK} (the scale block along K), got {schedule.block_k}")
-    if (schedule.streamk_tiles or schedule.split_k > 1 or schedule.is_swap_ab or schedule.num_xcds > 1
-            or schedule.cluster_m > 1):
+    if schedule.streamk_tiles or schedule.split_k > 1 or schedule.num_xcds > 1 or schedule.cluster_m > 1:
         raise ValueError("schedule: the block-scaled kernel is persistent over whole tiles "
-                         "(no Stream-K, split-K, swap-AB, chiplet transform or clusters)")
+                         "(no Stream-K, split-K, chiplet transform or clusters)")
     BlockScaledContext.temporaries_of(schedule)  # a tile whose fragments do not fit is a "schedule:" error
     return BlockScaledSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], _STORAGE[out_dtype], schedule, num_sms,
                            None if bias_dtype is None else _STORAGE[bias_dtype], batched)
@@ -657,7 +672,8 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     direct = N % step == 0 and (out is None or (out.is_contiguous() and out.data_ptr() % _TMA_ALIGN == 0))
     return _BlockScaledLaunch(_entry(_compiled_blockscaled(spec)), shape, (*batch, M, N + (-N) % step), out_dtype,
                               a.is_contiguous() and a.data_ptr() % _TMA_ALIGN == 0,
-                              b.is_contiguous() and b.data_ptr() % _TMA_ALIGN == 0, direct, _placeholder(device))
+                              b.is_contiguous() and b.data_ptr() % _TMA_ALIGN == 0, direct, _placeholder(device),
+                              M > _SMALL_M and scale_a.stride(-2) != 1)
 
 
 class _BlockScaledLaunch:
@@ -665,20 +681,24 @@ class _BlockScaledLaunch:
     ``_BLOCKSCALED_LAUNCHES``): the kernel's entry, whether a and b are read as they are,
     whether C is ``out`` itself (else a temporary whose rows are padded to the 16 bytes a TMA
     store needs, ``c_shape``). Calling it copies what must be copied (a, b when not dense;
-    each scale tensor unless its transpose is dense, the kernel's K-block-major layout) and
-    launches, validating nothing again."""
+    scale_a outer-dim-major when M > ``_SMALL_M`` and it is not, ``scale_a_copy``: read in
+    place, a tile's scales of one K block lie a row apart, which cost up to 14% at M = 4096
+    on the H100, benchmarks/results/blockscaled_small_m.md; the kernel reads every other
+    scale tensor at its own strides) and launches, validating nothing again."""
 
-    __slots__ = ("entry", "shape", "c_shape", "out_dtype", "a_direct", "b_direct", "direct", "placeholder")
+    __slots__ = ("entry", "shape", "c_shape", "out_dtype", "a_direct", "b_direct", "direct", "placeholder",
+                 "scale_a_copy")
 
-    def __init__(self, entry, shape, c_shape, out_dtype, a_direct, b_direct, direct, placeholder):
+    def __init__(self, entry, shape, c_shape, out_dtype, a_direct, b_direct, direct, placeholder, scale_a_copy):
         self.entry, self.shape, self.c_shape, self.out_dtype = entry, shape, c_shape, out_dtype
         self.a_direct, self.b_direct, self.direct, self.placeholder = a_direct, b_direct, direct, placeholder
+        self.scale_a_copy = scale_a_copy
 
     def __call__(self, a, b, scale_a, scale_b, out, bias):
         target = out if out is not None else torch.empty(size=self.shape, dtype=self.out_dtype, device=a.device)
         C = target if self.direct else torch.empty(size=self.c_shape, dtype=self.out_dtype, device=a.device)
         self.entry(a if self.a_direct else _k_major_copy(a, 0), b if self.b_direct else _k_major_copy(b, 0), C,
-                   scale_a.mT.contiguous(), scale_b.mT.contiguous(),
+                   scale_a.mT.contiguous().mT if self.scale_a_copy else scale_a, scale_b,
                    self.placeholder if bias is None else bias.reshape(-1).contiguous())
         if not self.direct:
             target.copy_(C[..., :self.shape[-1]])
@@ -710,8 +730,9 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
                        num_sms=None):
     """DeepSeek-V3's block-scaled FP8 GEMM, same contract as tlgemm.triton.blockscaled_matmul:
     a [M, K] and b [N, K] fp8, scale_a [M, K/128] and scale_b [ceil(N/128), K/128] float32 (any
-    strides; each is copied K-block-major, [K/128, rows], when not already so; a and b are
-    copied when not dense), K a multiple of 128, any M and N (scale_b has ceil(N/128) rows,
+    strides, read in place, but for M > 128 a scale_a not stored outer-dim-major, the layout
+    of torch._scaled_mm and DeepGEMM, is copied to it; a and b are copied when not dense),
+    K a multiple of 128, any M and N (scale_b has ceil(N/128) rows,
     DeepGEMM's layout for N = 2112); out_dtype bf16 (default), fp16 or fp32; optional bias [N]."""
     return _blockscaled_call(("a", "b", "scale_a", "scale_b"), a, b, scale_a, scale_b, schedule, out, out_dtype,
                              bias, num_sms, batched=False)
@@ -720,7 +741,7 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
 def blockscaled_bmm(x, y, xs, ys, schedule=None, *, out=None, out_dtype=None, bias=None, num_sms=None):
     """The batched ``blockscaled_matmul`` (FlagGems' w8a8 block-FP8 bmm), same contract as
     tlgemm.triton.blockscaled_bmm: x [B, M, K], y [B, N, K] fp8, xs [B, M, K/128],
-    ys [B, ceil(N/128), K/128] float32 (any strides, copied as ``blockscaled_matmul`` copies
+    ys [B, ceil(N/128), K/128] float32 (any strides, read as ``blockscaled_matmul`` reads
     them) → z [B, M, N]; bias (length N) is shared by every batch. One persistent launch
     over all B · tiles tiles. Returns ``out``."""
     return _blockscaled_call(("x", "y", "xs", "ys"), x, y, xs, ys, schedule, out, out_dtype, bias, num_sms,

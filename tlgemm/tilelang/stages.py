@@ -64,6 +64,8 @@ PRODUCER_LANES = 32
 #: TileLang reserves the low ids for its own partial syncs.
 CONSUMER_BARRIER = 9
 
+#: Warps in a warpgroup (PTX ISA 9.7.15.2).
+WARPS_PER_WARPGROUP = 4
 
 def _slot(iteration, stages: int):
     """Ring slot of a K-iteration (the counter is non-negative: truncating division)."""
@@ -162,7 +164,9 @@ class BiasView:
 class OutputView:
     """C [M, N] (row-major; [batch, M, N] for a batched GEMM, the tile names its GEMM).
     ``store`` applies scale → bias → convert, stages the tile in
-    shared memory and writes it with a TMA store (clipped at the edges of C).
+    shared memory and writes it with a TMA store (clipped at the edges of C). Under
+    ``GemmContext.store_transposed`` the tile is one of Cᵀ (a swap-AB kernel's problem, the
+    buffer still C): it is staged transposed and lands at C[tile cols, tile rows].
 
     The store is left in flight: the next ``store`` first waits until the previous one has
     read the staging tile (``cp.async.bulk.wait_group.read``, PTX ISA 9.7.9.25.6.3), so the
@@ -189,9 +193,21 @@ class OutputView:
         bm, bn, accum, consumers = ctx.block_m, ctx.block_n, ctx.accum_storage, ctx.consumer_threads
         chunk, buffers, total = ctx.store_chunk, ctx.store_buffers, ctx.sum_chunk
 
+        transposed = ctx.store_transposed
+
         def region(c):
             rows, cols = slice(tile.m0, tile.m0 + bm), slice(tile.n0 + c * chunk, tile.n0 + (c + 1) * chunk)
+            if transposed:
+                rows, cols = cols, rows
             return buf[rows, cols] if tile.batch is None else buf[tile.batch, rows, cols]
+
+        @T.macro
+        def stage(c):
+            if transposed:
+                for i, j in T.Parallel(bm, chunk):
+                    c_smem[c % buffers, j, i] = out[i, j]
+            else:
+                T.copy(out, c_smem[c % buffers, :, :])
 
         def finish(value, i, j):
             if scale is not None:
@@ -219,7 +235,7 @@ class OutputView:
                     if T.shuffle_elect(consumers):
                         T.tma_store_wait(buffers - 1)
                     T.sync_threads(CONSUMER_BARRIER, consumers)
-                    T.copy(out, c_smem[c % buffers, :, :])
+                    stage(c)
                     T.fence_proxy_async()
                     T.sync_threads(CONSUMER_BARRIER, consumers)
                     T.tma_copy(c_smem[c % buffers, :, :], region(c))
@@ -283,7 +299,8 @@ class GemmContext:
     """
 
     #: Threads per consumer warpgroup that arrive on ``empty`` to release a slot: one (wgmma,
-    #: the only reader of the slot, has retired for the whole warpgroup).
+    #: the only reader of the slot, has retired for the whole warpgroup), or one per warp
+    #: (``WARPS_PER_WARPGROUP``) after the warp has synchronised, when every thread read it.
     release_arrivals = 1
 
     def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, accum_dtype: str, out_storage: str,
@@ -309,6 +326,9 @@ class GemmContext:
         self.b_tile = em.b_params.smem_shape
         self.a_bytes, self.b_bytes = em.a_params.tile_bytes, em.b_params.tile_bytes
         self.store_chunk, self.store_buffers = store_staging(schedule.block_n)
+        #: The tile is Cᵀ's and C is written transposed (``OutputView.store``), the staging
+        #: chunks then [chunk, block_m]: a swap-AB kernel that stores into C itself.
+        self.store_transposed = False
         self.cluster_size = schedule.cluster_m
 
     def allocate(self, registers: bool = True):
@@ -318,7 +338,8 @@ class GemmContext:
         S, em = self.num_stages, self.emitter
         self.a_smem = T.alloc_shared((S, *self.a_tile), self.a_storage)
         self.b_smem = T.alloc_shared((S, *self.b_tile), self.b_storage)
-        self.c_smem = T.alloc_shared((self.store_buffers, self.block_m, self.store_chunk), self.out_storage)
+        staged = (self.store_chunk, self.block_m) if self.store_transposed else (self.block_m, self.store_chunk)
+        self.c_smem = T.alloc_shared((self.store_buffers, *staged), self.out_storage)
         self.out_chunk = T.alloc_fragment((self.block_m, self.store_chunk), self.out_storage)
         self.sum_chunk = T.alloc_fragment((self.block_m, self.store_chunk), self.accum_storage)
         self.acc = T.alloc_fragment((self.block_m, self.block_n), self.accum_storage)
@@ -373,7 +394,9 @@ class GemmContext:
         threads of each warpgroup arrive). In a cluster the slot goes back to the producers
         of every CTA (remote mbarrier arrive, PTX ISA 9.7.13.15.13): either may multicast
         into it."""
-        empty, one_per_warpgroup, ranks = self.empty, self.release_arrivals == 1, self.cluster_size
+        empty, per_warp, ranks = self.empty, self.release_arrivals == WARPS_PER_WARPGROUP, self.cluster_size
+        if self.release_arrivals not in (1, WARPS_PER_WARPGROUP):
+            raise ValueError(f"release_arrivals must be 1 or {WARPS_PER_WARPGROUP}, got {self.release_arrivals}")
 
         @T.macro
         def _arrive():
@@ -385,10 +408,11 @@ class GemmContext:
 
         @T.macro
         def _release():
-            if one_per_warpgroup:
-                if T.get_thread_binding() % 128 == 0:
+            if per_warp:
+                T.sync_warp()  # orders every lane's reads of the slot before lane 0's arrive
+                if T.get_thread_binding() % 32 == 0:
                     _arrive()
-            else:
+            elif T.get_thread_binding() % 128 == 0:
                 _arrive()
 
         return _release()
@@ -594,55 +618,67 @@ class ScheduleContext:
 
 
 class GroupScaleView:
-    """DeepSeek-style block scales, both stored K-block-major so that one K block's scales of
-    consecutive rows (A) or column blocks (B) are contiguous: A's per (row, 128-deep K
-    block) as ``a_scale_t`` [K/128, M], B's per (128-row block of N, K block) as
-    ``b_scale_t`` [K/128, ceil(N/128)], each with a batch index in front in a batched GEMM
-    (dense). Indices are clamped so edge tiles read in bounds."""
+    """DeepSeek-style block scales in the layouts users hold them, at any strides: A's per
+    (token, 128-deep K block) as ``a_scale`` [M, K/128], B's per (128-row block of N, K block)
+    as ``b_scale`` [ceil(N/128), K/128], each with a batch index in front in a batched GEMM.
+    Each scale is copied on its own (4 bytes), so no layout needs a copy first; one K block's
+    scales of consecutive tokens are contiguous when ``a_scale`` is stored outer-dim-major
+    (torch._scaled_mm's and DeepGEMM's layout). Indices are clamped so edge tiles read in
+    bounds."""
 
-    def __init__(self, a_scale_t, b_scale_t, M, N):
-        self.a_scale_t, self.b_scale_t, self.M, self.N = a_scale_t, b_scale_t, M, N
+    def __init__(self, a_scale, b_scale, M, N):
+        self.a_scale, self.b_scale, self.M, self.N = a_scale, b_scale, M, N
 
     @staticmethod
-    def _copy(smem, stage, i, scales, kb, column, batch):
-        """cp.async (4 bytes, PTX ISA 9.7.9.25.3) of scales[(batch,) kb, column] to smem[stage, i]."""
-        blocks, width = scales.shape[-2], scales.shape[-1]
-        row = kb if batch is None else batch * blocks + kb
+    def _copy(smem, stage, i, scales, row, kb, batch):
+        """cp.async (4 bytes, PTX ISA 9.7.9.25.3) of scales[(batch,) row, kb] to smem[stage, i],
+        addressed through the buffer's strides. Compile with ``tl.disable_safe_memory_legalize``
+        (``BLOCKSCALED_PASS_CONFIGS``): TileLang's cp.async bounds guard takes a strided buffer's
+        extent as its first dimension's (it would zero-fill an outer-dim-major layout); the
+        indices here are clamped in bounds instead."""
+        *lead, row_stride, kb_stride = scales.strides
+        offset = row * row_stride + kb * kb_stride + (0 if batch is None else batch * lead[0])
         return T.ptx_cp_async(smem.access_ptr("w", offset=stage * smem.shape[1] + i, extent=1),
-                              scales.access_ptr("r", offset=row * width + column, extent=1), 1)
+                              scales.access_ptr("r", offset=offset, extent=1), 1)
 
     def copy_a(self, smem, stage, i, kb, m0, batch=None):
-        """Row m0 + i's scale of K block kb into smem[stage, i]."""
-        return self._copy(smem, stage, i, self.a_scale_t, kb, T.min(m0 + i, self.M - 1), batch)
+        """Token m0 + i's scale of K block kb into smem[stage, i]."""
+        return self._copy(smem, stage, i, self.a_scale, T.min(m0 + i, self.M - 1), kb, batch)
 
     def copy_b(self, smem, stage, i, kb, first_block, batch=None):
-        """Column block first_block + i's scale of K block kb into smem[stage, i]."""
-        return self._copy(smem, stage, i, self.b_scale_t, kb, T.min(first_block + i, (self.N - 1) // SCALE_BLOCK),
+        """Weight-row block first_block + i's scale of K block kb into smem[stage, i]."""
+        return self._copy(smem, stage, i, self.b_scale, T.min(first_block + i, (self.N - 1) // SCALE_BLOCK), kb,
                           batch)
 
 
-def make_group_scale_view(a_scale_t, b_scale_t, M, N) -> GroupScaleView:
-    return GroupScaleView(a_scale_t, b_scale_t, M, N)
+def make_group_scale_view(a_scale, b_scale, M, N) -> GroupScaleView:
+    return GroupScaleView(a_scale, b_scale, M, N)
 
 
 class BlockScaledContext(GemmContext):
     """GemmContext for the block-scaled FP8 GEMM (DeepGEMM's method): each 128-deep K block
     is multiplied by WGMMA into a temporary accumulator from zero, then promoted on the CUDA
-    cores, acc += tmp · scale_a[row] · scale_b[col].
+    cores, acc += tmp · scale_row · scale_col.
 
-    The producer warp stages each K block's scales in the ring slot beside its A and B tiles
-    (``bm`` A scales, and the B scales of the ``b_scale_width`` 128-column blocks the tile
-    touches) with cp.async, and the ``full`` barrier completes only once those copies have
-    landed (``cp.async.mbarrier.arrive.noinc``, PTX ISA 9.7.9.25.3.3): the producer never
-    waits for a global load, which would otherwise bound it to one K block per load
-    latency. With two temporaries (``temporaries_of``), K block k + 1's wgmma is issued
-    before K block k is promoted, so the tensor cores work during the promotion
-    (``wgmma.wait_group 1`` retires only the older batch, PTX ISA 9.7.15.5.2); with one
-    (wide tiles), each K block's wgmma is waited for before its promotion, and the other
-    consumer warpgroup's wgmma fills the gap. Every consumer thread reads the slot's scales,
-    so every one arrives on ``empty`` after its promotion."""
+    The tile's rows and columns each take one of the two scale granularities: per token (the
+    activations' per-(row, K block) scales) or per 128-row block of the weights. The
+    producer warp stages each K block's scales in the ring slot beside its A and B tiles
+    (``row_scales``, ``col_scales``: one per token, and one per 128-block the tile can touch,
+    ``b_scale_width_of``) with cp.async, and the ``full`` barrier completes only once those
+    copies have landed (``cp.async.mbarrier.arrive.noinc``, PTX ISA 9.7.9.25.3.3): the
+    producer never waits for a global load, which would otherwise bound it to one K block
+    per load latency. Without swap-AB the rows are tokens (A [M, K]) and the columns weight
+    rows (B [N, K]); with it (``Schedule.is_swap_ab``, small M) the kernel computes Cᵀ =
+    B · Aᵀ: the 64-row WGMMA side runs over N, the tokens are the columns (WGMMA N down to
+    16), and the tile is stored transposed into C. With two temporaries
+    (``temporaries_of``), K block k + 1's wgmma is issued before K block k is promoted, so
+    the tensor cores work during the promotion (``wgmma.wait_group 1`` retires only the
+    older batch, PTX ISA 9.7.15.5.2); with one (wide tiles), each K block's wgmma is waited
+    for before its promotion, and the other consumer warpgroup's wgmma fills the gap. Every
+    consumer thread reads the slot's scales, so each warp releases the slot after its
+    promotion (``__syncwarp``, then one arrival on ``empty``)."""
 
-    release_arrivals = 128
+    release_arrivals = WARPS_PER_WARPGROUP
     #: float32 registers per consumer thread for the result and its temporaries. ptxas spilled
     #: and serialised the wgmma (warning C7512) at 128x256 with two temporaries (384).
     fragment_registers = 192
@@ -652,8 +688,18 @@ class BlockScaledContext(GemmContext):
             raise ValueError(f"schedule: block_k must be {SCALE_BLOCK} (the scale block along K), "
                              f"got {schedule.block_k}")
         super().__init__(schedule, a_dtype, b_dtype, "f32", out_storage)
-        self.b_scale_width = self.b_scale_width_of(schedule.block_n)
+        self.swap_ab = schedule.is_swap_ab
+        self.store_transposed = self.swap_ab
+        self.row_width, self.col_width = self.scale_widths_of(schedule)
         self.temporaries = self.temporaries_of(schedule)
+
+    @classmethod
+    def scale_widths_of(cls, schedule: Schedule) -> tuple[int, int]:
+        """Scales staged per ring slot for the tile's rows and its columns: one per token on
+        the token side (rows, or columns under swap-AB), ``b_scale_width_of`` on the other."""
+        if schedule.is_swap_ab:
+            return cls.b_scale_width_of(schedule.block_m), schedule.block_n
+        return schedule.block_m, cls.b_scale_width_of(schedule.block_n)
 
     @classmethod
     def temporaries_of(cls, schedule: Schedule) -> int:
@@ -669,31 +715,36 @@ class BlockScaledContext(GemmContext):
                          "serialise the wgmma); block_n at most 192 per 64 rows of a warpgroup")
 
     @staticmethod
-    def b_scale_width_of(block_n: int) -> int:
-        """B scales staged per ring slot: the most 128-column blocks a tile can touch. Tiles
-        start at multiples of block_n, so at offsets into a 128-column block that are
-        multiples of g = gcd(block_n, 128), the largest 128 - g: ceil((128 - g + block_n) / 128)
-        (1 when block_n divides 128, 2 for 160 or 192, 3 for 176)."""
-        return -(-(SCALE_BLOCK - math.gcd(block_n, SCALE_BLOCK) + block_n) // SCALE_BLOCK)
+    def b_scale_width_of(block: int) -> int:
+        """Per-128-block scales staged per ring slot for a tile side of ``block``: the most
+        128-blocks a tile can touch. Tiles start at multiples of block, so at offsets into a
+        128-block that are multiples of g = gcd(block, 128), the largest 128 - g:
+        ceil((128 - g + block) / 128) (1 when block divides 128, 2 for 160 or 192, 3 for 176)."""
+        return -(-(SCALE_BLOCK - math.gcd(block, SCALE_BLOCK) + block) // SCALE_BLOCK)
 
     def allocate(self):
         super().allocate(registers=False)
         S, em = self.num_stages, self.emitter
         self.tmp = tuple(T.alloc_fragment((self.block_m, self.block_n), "float32") for _ in range(self.temporaries))
-        self.a_scales = T.alloc_shared((S, self.block_m), "float32")
-        self.b_scales = T.alloc_shared((S, self.b_scale_width), "float32")
+        self.row_scales = T.alloc_shared((S, self.row_width), "float32")
+        self.col_scales = T.alloc_shared((S, self.col_width), "float32")
         T.annotate_layout({t: em.accum_layout() for t in self.tmp})
 
     def produce_blockscaled(self, tensorA: InputView, tensorB: InputView, scales: GroupScaleView, tile: Tile,
                             k_begin, k_end):
         """Producer side: A and B by TMA into the ring, the K block's scales by cp.async (lane l
-        copies A rows l, l + 32, ... and B block l); each lane's arrival on ``full`` waits for
-        its copies (``cp.async.mbarrier.arrive.noinc``), so no lane waits for a load."""
+        copies tokens l, l + 32, ... and 128-block l); each lane's arrival on ``full`` waits
+        for its copies (``cp.async.mbarrier.arrive.noinc``), so no lane waits for a load."""
         S, bm, bn, bk = self.num_stages, self.block_m, self.block_n, self.block_k
         it, a_smem, b_smem, full, empty = self.iteration, self.a_smem, self.b_smem, self.full, self.empty
-        a_scales, b_scales, width = self.a_scales, self.b_scales, self.b_scale_width
-        producer, rows = self.consumer_threads, bm // PRODUCER_LANES
-        first_block = tile.n0 // SCALE_BLOCK
+        if self.swap_ab:
+            tokens, token_smem, token0 = bn, self.col_scales, tile.n0
+            blocks, block_smem, block0 = self.row_width, self.row_scales, tile.m0
+        else:
+            tokens, token_smem, token0 = bm, self.row_scales, tile.m0
+            blocks, block_smem, block0 = self.col_width, self.col_scales, tile.n0
+        producer, rounds = self.consumer_threads, -(-tokens // PRODUCER_LANES)
+        first_block = block0 // SCALE_BLOCK
 
         @T.macro
         def _produce(it):
@@ -703,35 +754,42 @@ class BlockScaledContext(GemmContext):
                     T.mbarrier_wait_parity(empty[_slot(it, S)], _phase(it, S) ^ 1)
                     tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)], tile.batch)
                     tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)], tile.batch)
-                    for r in T.unroll(rows):
-                        scales.copy_a(a_scales, _slot(it, S), r * PRODUCER_LANES + lane, k, tile.m0, tile.batch)
-                    if lane < width:
-                        scales.copy_b(b_scales, _slot(it, S), lane, k, first_block, tile.batch)
+                    for r in T.unroll(rounds):
+                        if tokens % PRODUCER_LANES == 0 or r * PRODUCER_LANES + lane < tokens:
+                            scales.copy_a(token_smem, _slot(it, S), r * PRODUCER_LANES + lane, k, token0, tile.batch)
+                    if lane < blocks:
+                        scales.copy_b(block_smem, _slot(it, S), lane, k, first_block, tile.batch)
                     T.cp_async_barrier_noinc(full[_slot(it, S)])
                     it += 1
 
         return _produce(it)
 
     def consume_blockscaled(self, tile: Tile, k_begin, k_end):
-        """Consumer side: acc = Σ_kb (A[tile rows, kb] · B[kb, tile cols]) · scale_a · scale_b;
+        """Consumer side: acc = Σ_kb (A[tile rows, kb] · B[kb, tile cols]) · scale_row · scale_col;
         with two temporaries K block k + 1's wgmma is in flight while K block k is promoted
-        (``k_end > k_begin``). Column j of the tile takes the staged B scale
-        (n0 mod 128 + j) // 128 (j // 128 when block_n is a power of two: every tile then
-        starts on a 128-column boundary or lies inside one block)."""
+        (``k_end > k_begin``). Position p of a per-block side takes the staged scale
+        (offset + p) // 128, offset being the tile's start modulo 128 (p // 128 when the
+        side's extent is a power of two: every tile then starts on a 128 boundary or lies
+        inside one block)."""
         S, bm, bn = self.num_stages, self.block_m, self.block_n
         em, it = self.emitter, self.iteration
         a_smem, b_smem, full, acc, tmp = self.a_smem, self.b_smem, self.full, self.acc, self.tmp
-        a_scales, b_scales, a_bytes, b_bytes = self.a_scales, self.b_scales, self.a_bytes, self.b_bytes
-        pow2, width = self.schedule.has_pow2_block_n, self.b_scale_width
-        offset = T.truncmod(tile.n0, SCALE_BLOCK)
+        row_scales, col_scales, a_bytes, b_bytes = self.row_scales, self.col_scales, self.a_bytes, self.b_bytes
+        swap = self.swap_ab
 
-        def b_scale(slot, j):
-            if pow2:
-                return b_scales[slot, j // SCALE_BLOCK]
-            scale = b_scales[slot, 0]  # a select over the few staged values: loads nvcc can hoist
+        def per_block(smem, slot, p, extent, width, start):
+            if extent & (extent - 1) == 0:
+                return smem[slot, p // SCALE_BLOCK]
+            offset = T.truncmod(start, SCALE_BLOCK)
+            scale = smem[slot, 0]  # a select over the few staged values: loads nvcc can hoist
             for w in range(1, width):
-                scale = T.if_then_else(offset + j >= w * SCALE_BLOCK, b_scales[slot, w], scale)
+                scale = T.if_then_else(offset + p >= w * SCALE_BLOCK, smem[slot, w], scale)
             return scale
+
+        def factor(slot, i, j):
+            if swap:
+                return per_block(row_scales, slot, i, bm, self.row_width, tile.m0) * col_scales[slot, j]
+            return row_scales[slot, i] * per_block(col_scales, slot, j, bn, self.col_width, tile.n0)
 
         @T.macro
         def issue(t, it):
@@ -742,7 +800,7 @@ class BlockScaledContext(GemmContext):
         @T.macro
         def promote(t, it):
             for i, j in T.Parallel(bm, bn):
-                acc[i, j] = acc[i, j] + t[i, j] * (a_scales[_slot(it, S), i] * b_scale(_slot(it, S), j))
+                acc[i, j] = acc[i, j] + t[i, j] * factor(_slot(it, S), i, j)
             self.release(_slot(it, S))
 
         @T.macro
