@@ -114,6 +114,29 @@ def test_swap_ab_batched_and_128_row_tiles(generator, out_dtype):
             assert_gemm_close(out[i], reference_gemm(a64, b64.T), FP8, what=f"{schedule} batch {i}")
 
 
+@pytest.mark.parametrize("raster", ["m", "n"])
+@pytest.mark.parametrize("M, N, K", [(1000, 2112, 512), (300, 384, 1024), (4096, 1000, 256), (129, 7168, 384)],
+                         ids=str)
+def test_clusters(generator, raster, M, N, K):
+    """2-CTA clusters: B (raster m) or A (raster n) multicast where a pair's tiles share it,
+    odd tile counts (a rank without a tile recomputes and stores nothing), a bias, on fewer
+    programs than tiles; against the reference and the Triton kernel."""
+    from tlgemm.schedules import Schedule
+
+    schedule = Schedule(block_m=128, block_n=128, block_k=128, num_stages=4, num_warpgroups=2,
+                        raster=raster).persistent(7).cluster(2)
+    a = random_operand((M, K), FP8, generator=generator, device=DEV)
+    b = random_operand((N, K), FP8, generator=generator, device=DEV)
+    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
+    bias = torch.randn(N, generator=generator).to(DEV)
+    out = poisoned((M, N), torch.bfloat16, DEV)
+    blockscaled_matmul(a, b, sa, sb, schedule, out=out, bias=bias)
+    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
+    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
+    assert_gemm_close(out, reference_gemm(a64, b64.T, bias=bias), FP8, what=f"{schedule} vs reference")
+    assert_gemm_close(out, TR.blockscaled_matmul(a, b, sa, sb, bias=bias).double(), FP8, what=f"{schedule} vs Triton")
+
+
 def test_bias_and_fp32_output(generator):
     M, N, K = 333, 512, 1024
     a = random_operand((M, K), FP8, generator=generator, device=DEV)

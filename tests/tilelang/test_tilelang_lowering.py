@@ -105,7 +105,9 @@ def test_swap_ab_runs_the_plain_kernel_on_the_swapped_problem():
 def test_blockscaled_kernel_lowers():
     """QGMMA e4m3 into two temporary accumulators, each batch cleared by scale-d = 0; the next
     K block's batch is in flight (wait_group 1) while the previous one is promoted; A and B
-    arrive by TMA, the scales by cp.async tracked by the same mbarrier."""
+    arrive by TMA, the scales by cp.async tracked by the same mbarrier, into a scale ring of
+    stages + 1 slots; each K block's A/B slot is released right after its wgmma is done,
+    before its promotion."""
     import tilelang
     from tilelang import tvm
 
@@ -123,6 +125,11 @@ def test_blockscaled_kernel_lowers():
     assert "warpgroup_wait<1>" in src and "warpgroup_wait<0>" in src
     assert "mma.sync" not in src and src.count("tl::tma_load(") == 2
     assert "mbarrier_cp_async_arrive_noinc" in src and "cp_async_gs_conditional" not in src
+    stages = spec.schedule.num_stages
+    assert re.search(rf"cp_async_gs<4>\(\(&\(\(\(float\*\)v_\d+\)\[\(+v_\d+ % {stages + 1}\) \* 128\)", src)
+    releases = re.findall(r"warpgroup_wait<(\d)>\(\);\s*if \(\(\(\(int\)threadIdx.x\) % 128\) == 0\) \{\s*"
+                          rf"v_\d+\[\(it_\d+ % {stages}\)\]\.arrive\(\);", src)
+    assert releases == ["1", "1", "1", "0", "0"], releases
     copies = re.findall(r"cp_async_gs<4>\([^;]*(SA|SB)\[([^;]*)", src)  # the scales at their own strides
     assert sorted(name for name, _ in copies) == ["SA", "SB"], copies
     assert all(f"{name.lower()}_stride0" in index and f"{name.lower()}_stride1" in index for name, index in copies)
@@ -209,20 +216,37 @@ def test_blockscaled_swap_ab_lowers(block_n):
     assert "mma.sync" not in src
 
 
+def test_blockscaled_kernel_lowers_in_clusters():
+    """cluster_m = 2: a 2-CTA launch whose rank 0 multicasts B (raster m) into both CTAs' ring
+    slots, each consumer warpgroup releasing every slot on both CTAs (2 warpgroups x 2 ranks
+    arrivals), a cluster barrier before exit."""
+    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import blockscaled_spec
+
+    schedule = Schedule(block_m=128, block_n=128, block_k=128, num_stages=5, num_warpgroups=2).persistent(132)
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule.cluster(2), 132)
+    src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
+    assert re.search(r"tl::tma_load_multicast\(B_desc, ", src) and "tma_load_multicast(A_desc" not in src
+    assert src.count(".init(4);") == 5 and src.count("tl::cluster_sync();") == 2
+    assert re.search(r"\.arrive\(rank\w*\);", src)
+
+
 def test_gemm_kernels_reject_non_power_of_two_block_n():
     with pytest.raises(ValueError, match="schedule: block_n=96 is not a power of two, which the TileLang GEMM"):
         kernel_source(512, 512, 512, torch.bfloat16, torch.bfloat16, None, Schedule(block_n=96).persistent(132))
 
 
-def test_batched_and_blockscaled_kernels_reject_clusters():
+def test_batched_kernels_reject_clusters():
     clustered = SCHEDULE.cluster(2)
     with pytest.raises(ValueError, match=r"schedule: bmm runs the persistent kernel \(no Stream-K, swap-AB or clusters\)"):
         kernel_source(512, 512, 512, torch.bfloat16, torch.bfloat16, None, clustered, batched=True)
     from tlgemm.tilelang.launch import blockscaled_spec
 
-    with pytest.raises(ValueError, match=r"schedule: the block-scaled kernel .* chiplet transform or clusters\)"):
+    with pytest.raises(ValueError, match=r"schedule: the batched block-scaled kernel runs without clusters"):
         blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
-                         Schedule(block_m=128, block_n=128, block_k=128, num_stages=4).persistent(132).cluster(2), 132)
+                         Schedule(block_m=128, block_n=128, block_k=128, num_stages=4).persistent(132).cluster(2), 132,
+                         batched=True)
 
 
 def test_blockscaled_width_covers_every_tile():

@@ -171,38 +171,54 @@ def _persistent_body(spec: KernelSpec, ctx: GemmContext, M, N, K, BATCH, num_pro
     return body
 
 
+def _walk_cluster_rounds(ctx: GemmContext, sched: ScheduleContext, tensorC, produce, consume, **store):
+    """The tiles of a 2-CTA cluster's program (Schedule.cluster_m = 2): the same tiles per
+    program as ``_walk_tiles``, programs 2c and 2c + 1 in one cluster, round by round
+    (``ScheduleContext.cluster_round``): ``produce(tile, shared)`` multicasts the operand
+    their two tiles share where ``shared`` holds, ``consume(tile)`` releases each ring slot
+    to both producers. TileLang follows the initialisation of the cluster barriers
+    (``empty``) with a cluster barrier; the one before exit keeps every remote arrival and
+    multicast within the peer's lifetime."""
+
+    @T.macro
+    def _walk():
+        if ctx.is_producer():
+            ctx.set_registers(producer=True)
+            for t in T.serial(sched.cluster_rounds()):
+                own, shared, _ = sched.cluster_round(t)
+                produce(ctx.bind_tile(own), ctx.bind_shared(shared))
+        else:
+            ctx.set_registers(producer=False)
+            for t in T.serial(sched.cluster_rounds()):
+                own, _, stores = sched.cluster_round(t)
+                tile = ctx.bind_tile(own)
+                consume(tile)
+                if stores:
+                    tensorC.store(ctx, tile, **store)
+            tensorC.drain(ctx)
+        T.cluster_sync()
+
+    return _walk()
+
+
+def _cluster_grid(num_programs):
+    """The launch grid of a 2-CTA cluster kernel: num_programs rounded up to even."""
+    return T.ceildiv(num_programs, 2) * 2
+
+
 def _clustered_body(spec: KernelSpec, ctx: GemmContext, M, N, K, num_programs):
-    """``persistent_gemm``'s kernel body for 2-CTA clusters (Schedule.cluster_m = 2): the
-    same tiles per program as ``_persistent_body``, programs 2c and 2c + 1 in one cluster,
-    round by round (``ScheduleContext.cluster_round``): the operand their two tiles share is
-    loaded once and multicast, and each consumer releases its ring slots to both producers.
-    TileLang follows the initialisation of the cluster barriers (``empty``) with a cluster
-    barrier; the one before exit keeps every remote arrival and multicast within the
-    peer's lifetime."""
-    grid = T.ceildiv(num_programs, 2) * 2
+    """``persistent_gemm``'s kernel body for 2-CTA clusters (``_walk_cluster_rounds``)."""
 
     @T.macro
     def body(A, B, C, A_scale, B_scale, bias):
-        with T.Kernel(grid, threads=ctx.threads, cluster_dims=2) as pid:
+        with T.Kernel(_cluster_grid(num_programs), threads=ctx.threads, cluster_dims=2) as pid:
             tensorA, tensorB, tensorC, scale, bias_view = _views(spec, A, B, C, A_scale, B_scale, bias, M, N)
             ctx.allocate(registers=False)
             sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
-            if ctx.is_producer():
-                ctx.set_registers(producer=True)
-                for t in T.serial(sched.cluster_rounds()):
-                    own, shared, _ = sched.cluster_round(t)
-                    tile = ctx.bind_tile(own)
-                    ctx.produce(tensorA, tensorB, tile, 0, sched.iters_per_tile, shared=ctx.bind_shared(shared))
-            else:
-                ctx.set_registers(producer=False)
-                for t in T.serial(sched.cluster_rounds()):
-                    own, _, stores = sched.cluster_round(t)
-                    tile = ctx.bind_tile(own)
-                    ctx.consume(0, sched.iters_per_tile)
-                    if stores:
-                        tensorC.store(ctx, tile, scale=scale, bias=bias_view)
-                tensorC.drain(ctx)
-            T.cluster_sync()
+            _walk_cluster_rounds(ctx, sched, tensorC,
+                                 lambda tile, shared: ctx.produce(tensorA, tensorB, tile, 0, sched.iters_per_tile,
+                                                                  shared=shared),
+                                 lambda tile: ctx.consume(0, sched.iters_per_tile), scale=scale, bias=bias_view)
 
     return body
 
@@ -393,7 +409,9 @@ def blockscaled_gemm(spec: BlockScaledSpec):
     one's wgmma runs (``BlockScaledContext``). Batched (``spec.batched``): every tensor but
     the bias has a batch index in front, the BATCH · tiles tiles dealt out batch-major.
     Swap-AB (``schedule.is_swap_ab``): the kernel's problem is Cᵀ [N, M] = B · Aᵀ (B the
-    WGMMA A operand), its tiles stored transposed into C, the bias along its rows."""
+    WGMMA A operand), its tiles stored transposed into C, the bias along its rows. 2-CTA
+    clusters (``schedule.cluster_m`` = 2): ``_walk_cluster_rounds``, the shared operand
+    multicast."""
     ctx = BlockScaledContext(spec.schedule, spec.a_dtype, spec.b_dtype, spec.out_storage)
     M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
     KB, NB, BATCH = T.dynamic("KB"), T.dynamic("NB"), T.dynamic("BATCH")
@@ -401,7 +419,9 @@ def blockscaled_gemm(spec: BlockScaledSpec):
     sa_strides = tuple(T.dynamic(f"sa_stride{d}") for d in range(len(lead) + 2))
     sb_strides = tuple(T.dynamic(f"sb_stride{d}") for d in range(len(lead) + 2))
     bias_shape = (N,) if spec.bias_storage is not None else (1,)
-    swap = spec.schedule.is_swap_ab
+    swap, clustered = spec.schedule.is_swap_ab, spec.schedule.cluster_m > 1
+    if clustered and spec.batched:
+        raise ValueError("spec: a clustered schedule (cluster_m > 1) runs the single-GEMM block-scaled kernel")
     rows, cols = (N, M) if swap else (M, N)
     num_programs = _num_programs(spec, rows, cols, BATCH)
 
@@ -411,7 +431,8 @@ def blockscaled_gemm(spec: BlockScaledSpec):
              SA: T.StridedTensor((*lead, M, KB), sa_strides, "float32"),
              SB: T.StridedTensor((*lead, NB, KB), sb_strides, "float32"),
              bias: T.Tensor(bias_shape, spec.bias_storage or "float32")):
-        with T.Kernel(num_programs, threads=ctx.threads) as pid:
+        with T.Kernel(_cluster_grid(num_programs) if clustered else num_programs, threads=ctx.threads,
+                      cluster_dims=2 if clustered else None) as pid:
             tensorA = make_tensor_view(B if swap else A, "A", "K")
             tensorB = make_tensor_view(A if swap else B, "B", "K")
             tensorC = make_output_view(C, M, N)
@@ -419,8 +440,15 @@ def blockscaled_gemm(spec: BlockScaledSpec):
             bias_view = make_bias_view(bias, N, per_row=swap) if spec.bias_storage is not None else None
             ctx.allocate()
             sched = ScheduleContext(rows, cols, K, ctx, pid, num_programs)
-            _walk_tiles(ctx, sched, BATCH if spec.batched else None, tensorC,
-                        lambda tile: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0, sched.iters_per_tile),
-                        lambda tile: ctx.consume_blockscaled(tile, 0, sched.iters_per_tile), bias=bias_view)
+            iters = sched.iters_per_tile
+            if clustered:
+                _walk_cluster_rounds(ctx, sched, tensorC,
+                                     lambda tile, shared: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0,
+                                                                                  iters, shared),
+                                     lambda tile: ctx.consume_blockscaled(tile, 0, iters), bias=bias_view)
+            else:
+                _walk_tiles(ctx, sched, BATCH if spec.batched else None, tensorC,
+                            lambda tile: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0, iters),
+                            lambda tile: ctx.consume_blockscaled(tile, 0, iters), bias=bias_view)
 
     return gemm

@@ -538,12 +538,12 @@ def schedule_trace(M, N, K, schedule, *, num_sms=None, device="cuda"):
 
 @functools.lru_cache(maxsize=4096)
 def _blockscaled_smem(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
-    """The GEMM's shared memory plus the ring's staged scales (float32: one per token of the
-    tile and one per 128-block of weight rows it touches)."""
+    """The GEMM's shared memory plus the staged scales (float32, in a ring of stages + 1
+    slots: one per token of the tile and one per 128-block of weight rows it touches)."""
     from .stages import BlockScaledContext
 
     return (shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype)
-            + schedule.num_stages * sum(BlockScaledContext.scale_widths_of(schedule)) * 4)
+            + (schedule.num_stages + 1) * sum(BlockScaledContext.scale_widths_of(schedule)) * 4)
 
 
 #: Below this fraction of the SMs busy in the last wave, the block-scaled default halves block_n.
@@ -552,6 +552,9 @@ _FILL_FLOOR = 0.75
 _SWAP_AB_MAX_M = 32
 #: Up to this M, 128-row tiles only while they alone make this many waves.
 _SMALL_M, _WIDE_WAVES = 128, 1.5
+#: Stages of the default's 128-row tiles: 4 beat 5 by 4-5% at M = 4096 on the H100 once a slot
+#: is released before its promotion (benchmarks/results/blockscaled_clusters.md).
+_WIDE_STAGES = 4
 
 
 @functools.lru_cache(maxsize=4096)
@@ -561,11 +564,11 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     blockscaled_tiles.md (H100): for M <= ``_SWAP_AB_MAX_M`` swap-AB on 64 rows of N by 16 or
     32 tokens; for M <= ``_SMALL_M`` 64-row tiles on one consumer warpgroup unless 128-row
     tiles alone make ``_WIDE_WAVES`` waves; else 128-row tiles on two (two temporaries and
-    the result: 3 · 64 registers per thread at block_n = 128). block_k is the 128-deep scale
-    block. Without swap-AB block_n is 128, halved (down to 16) while fewer than
+    the result: 3 · 64 registers per thread at block_n = 128), ``_WIDE_STAGES`` stages.
+    block_k is the 128-deep scale block. Without swap-AB block_n is 128, halved (down to 16) while fewer than
     ``_FILL_FLOOR`` of the ``num_sms`` · waves slots hold a tile and halving fills more, when
-    N is given (small M: N / 128 tiles would leave most SMs idle). As many stages (at most 8)
-    as ``smem_limit`` (sm_90: 227 KiB) holds with this output. Powers of two only: other
+    N is given (small M: N / 128 tiles would leave most SMs idle). As many stages (at most 8,
+    or ``_WIDE_STAGES``) as ``smem_limit`` (sm_90: 227 KiB) holds with this output. Powers of two only: other
     multiples of 16 run (a schedule may name one) but measured slower on DeepGEMM's shapes.
     Cached: it builds several Schedules (about 0.1 ms of host time uncached)."""
     known = N is not None and M > 0 and N > 0 and batch > 0
@@ -588,8 +591,8 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
             while block_n > 16 and fill(block_m, block_n) < _FILL_FLOOR and fill(block_m, block_n // 2) > fill(
                     block_m, block_n):
                 block_n //= 2
-        s = Schedule(block_m=block_m, block_n=block_n, block_k=_SCALE_BLOCK, num_stages=8,
-                     num_warpgroups=warpgroups).persistent()
+        s = Schedule(block_m=block_m, block_n=block_n, block_k=_SCALE_BLOCK,
+                     num_stages=_WIDE_STAGES if warpgroups == 2 else 8, num_warpgroups=warpgroups).persistent()
     fp8 = torch.float8_e4m3fn
     while s.num_stages > 2 and _blockscaled_smem(s, fp8, fp8, out_dtype) > smem_limit:
         s = s.stages(s.num_stages - 1)
@@ -615,9 +618,11 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
         raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
     if schedule.block_k != _SCALE_BLOCK:
         raise ValueError(f"schedule: block_k must be {_SCALE_BLOCK} (the scale block along K), got {schedule.block_k}")
-    if schedule.streamk_tiles or schedule.split_k > 1 or schedule.num_xcds > 1 or schedule.cluster_m > 1:
+    if schedule.streamk_tiles or schedule.split_k > 1 or schedule.num_xcds > 1:
         raise ValueError("schedule: the block-scaled kernel is persistent over whole tiles "
-                         "(no Stream-K, split-K, chiplet transform or clusters)")
+                         "(no Stream-K, split-K or chiplet transform)")
+    if schedule.cluster_m > 1 and batched:
+        raise ValueError("schedule: the batched block-scaled kernel runs without clusters (cluster_m = 1)")
     BlockScaledContext.temporaries_of(schedule)  # a tile whose fragments do not fit is a "schedule:" error
     return BlockScaledSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], _STORAGE[out_dtype], schedule, num_sms,
                            None if bias_dtype is None else _STORAGE[bias_dtype], batched)

@@ -64,9 +64,6 @@ PRODUCER_LANES = 32
 #: TileLang reserves the low ids for its own partial syncs.
 CONSUMER_BARRIER = 9
 
-#: Warps in a warpgroup (PTX ISA 9.7.15.2).
-WARPS_PER_WARPGROUP = 4
-
 def _slot(iteration, stages: int):
     """Ring slot of a K-iteration (the counter is non-negative: truncating division)."""
     return T.truncmod(iteration, stages)
@@ -299,8 +296,7 @@ class GemmContext:
     """
 
     #: Threads per consumer warpgroup that arrive on ``empty`` to release a slot: one (wgmma,
-    #: the only reader of the slot, has retired for the whole warpgroup), or one per warp
-    #: (``WARPS_PER_WARPGROUP``) after the warp has synchronised, when every thread read it.
+    #: the only reader of the slot, has retired for the whole warpgroup).
     release_arrivals = 1
 
     def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, accum_dtype: str, out_storage: str,
@@ -394,9 +390,7 @@ class GemmContext:
         threads of each warpgroup arrive). In a cluster the slot goes back to the producers
         of every CTA (remote mbarrier arrive, PTX ISA 9.7.13.15.13): either may multicast
         into it."""
-        empty, per_warp, ranks = self.empty, self.release_arrivals == WARPS_PER_WARPGROUP, self.cluster_size
-        if self.release_arrivals not in (1, WARPS_PER_WARPGROUP):
-            raise ValueError(f"release_arrivals must be 1 or {WARPS_PER_WARPGROUP}, got {self.release_arrivals}")
+        empty, ranks = self.empty, self.cluster_size
 
         @T.macro
         def _arrive():
@@ -408,11 +402,7 @@ class GemmContext:
 
         @T.macro
         def _release():
-            if per_warp:
-                T.sync_warp()  # orders every lane's reads of the slot before lane 0's arrive
-                if T.get_thread_binding() % 32 == 0:
-                    _arrive()
-            elif T.get_thread_binding() % 128 == 0:
+            if T.get_thread_binding() % 128 == 0:
                 _arrive()
 
         return _release()
@@ -662,23 +652,24 @@ class BlockScaledContext(GemmContext):
 
     The tile's rows and columns each take one of the two scale granularities: per token (the
     activations' per-(row, K block) scales) or per 128-row block of the weights. The
-    producer warp stages each K block's scales in the ring slot beside its A and B tiles
-    (``row_scales``, ``col_scales``: one per token, and one per 128-block the tile can touch,
-    ``b_scale_width_of``) with cp.async, and the ``full`` barrier completes only once those
-    copies have landed (``cp.async.mbarrier.arrive.noinc``, PTX ISA 9.7.9.25.3.3): the
-    producer never waits for a global load, which would otherwise bound it to one K block
-    per load latency. Without swap-AB the rows are tokens (A [M, K]) and the columns weight
+    producer warp stages each K block's scales (``row_scales``, ``col_scales``: one per
+    token, and one per 128-block the tile can touch, ``b_scale_width_of``) with cp.async, and
+    the ``full`` barrier of the K block's ring slot completes only once those copies have
+    landed (``cp.async.mbarrier.arrive.noinc``, PTX ISA 9.7.9.25.3.3): the producer never
+    waits for a global load, which would otherwise bound it to one K block per load latency.
+    A consumer releases a K block's A and B slot as soon as its wgmma is done, before the
+    promotion, so the loads run one K block further ahead (4 to 5 stages was worth 25% at
+    4096x7168x16384); the scales therefore live in a ring of stages + 1 slots: when the
+    producer may fill K block j, every consumer has released block j - stages, so none still
+    reads scales older than that block's, which sit in another slot. Without swap-AB the rows are tokens (A [M, K]) and the columns weight
     rows (B [N, K]); with it (``Schedule.is_swap_ab``, small M) the kernel computes Cᵀ =
     B · Aᵀ: the 64-row WGMMA side runs over N, the tokens are the columns (WGMMA N down to
     16), and the tile is stored transposed into C. With two temporaries
     (``temporaries_of``), K block k + 1's wgmma is issued before K block k is promoted, so
     the tensor cores work during the promotion (``wgmma.wait_group 1`` retires only the
     older batch, PTX ISA 9.7.15.5.2); with one (wide tiles), each K block's wgmma is waited
-    for before its promotion, and the other consumer warpgroup's wgmma fills the gap. Every
-    consumer thread reads the slot's scales, so each warp releases the slot after its
-    promotion (``__syncwarp``, then one arrival on ``empty``)."""
+    for before its promotion, and the other consumer warpgroup's wgmma fills the gap."""
 
-    release_arrivals = WARPS_PER_WARPGROUP
     #: float32 registers per consumer thread for the result and its temporaries. ptxas spilled
     #: and serialised the wgmma (warning C7512) at 128x256 with two temporaries (384).
     fragment_registers = 192
@@ -726,16 +717,19 @@ class BlockScaledContext(GemmContext):
         super().allocate(registers=False)
         S, em = self.num_stages, self.emitter
         self.tmp = tuple(T.alloc_fragment((self.block_m, self.block_n), "float32") for _ in range(self.temporaries))
-        self.row_scales = T.alloc_shared((S, self.row_width), "float32")
-        self.col_scales = T.alloc_shared((S, self.col_width), "float32")
+        self.row_scales = T.alloc_shared((S + 1, self.row_width), "float32")
+        self.col_scales = T.alloc_shared((S + 1, self.col_width), "float32")
         T.annotate_layout({t: em.accum_layout() for t in self.tmp})
 
     def produce_blockscaled(self, tensorA: InputView, tensorB: InputView, scales: GroupScaleView, tile: Tile,
-                            k_begin, k_end):
+                            k_begin, k_end, shared=None):
         """Producer side: A and B by TMA into the ring, the K block's scales by cp.async (lane l
         copies tokens l, l + 32, ... and 128-block l); each lane's arrival on ``full`` waits
-        for its copies (``cp.async.mbarrier.arrive.noinc``), so no lane waits for a load."""
+        for its copies (``cp.async.mbarrier.arrive.noinc``), so no lane waits for a load. In
+        a cluster the shared operand is multicast as in ``produce``; each CTA copies its own
+        scales."""
         S, bm, bn, bk = self.num_stages, self.block_m, self.block_n, self.block_k
+        multicast_a, multicast_b = (None, shared) if self.schedule.raster == "m" else (shared, None)
         it, a_smem, b_smem, full, empty = self.iteration, self.a_smem, self.b_smem, self.full, self.empty
         if self.swap_ab:
             tokens, token_smem, token0 = bn, self.col_scales, tile.n0
@@ -752,13 +746,16 @@ class BlockScaledContext(GemmContext):
                 lane = T.get_thread_binding() - producer
                 for k in T.serial(k_begin, k_end):
                     T.mbarrier_wait_parity(empty[_slot(it, S)], _phase(it, S) ^ 1)
-                    tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)], tile.batch)
-                    tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)], tile.batch)
+                    tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)], tile.batch,
+                                 multicast_a)
+                    tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)], tile.batch,
+                                 multicast_b)
                     for r in T.unroll(rounds):
                         if tokens % PRODUCER_LANES == 0 or r * PRODUCER_LANES + lane < tokens:
-                            scales.copy_a(token_smem, _slot(it, S), r * PRODUCER_LANES + lane, k, token0, tile.batch)
+                            scales.copy_a(token_smem, _slot(it, S + 1), r * PRODUCER_LANES + lane, k, token0,
+                                          tile.batch)
                     if lane < blocks:
-                        scales.copy_b(block_smem, _slot(it, S), lane, k, first_block, tile.batch)
+                        scales.copy_b(block_smem, _slot(it, S + 1), lane, k, first_block, tile.batch)
                     T.cp_async_barrier_noinc(full[_slot(it, S)])
                     it += 1
 
@@ -798,10 +795,14 @@ class BlockScaledContext(GemmContext):
                   a_stage_offset=_slot(it, S) * a_bytes, b_stage_offset=_slot(it, S) * b_bytes)
 
         @T.macro
+        def retire(it, pending: int):
+            em.wait(pending)  # K-iteration it's wgmma, the last reader of its A and B tiles, is done
+            self.release(_slot(it, S))
+
+        @T.macro
         def promote(t, it):
             for i, j in T.Parallel(bm, bn):
-                acc[i, j] = acc[i, j] + t[i, j] * factor(_slot(it, S), i, j)
-            self.release(_slot(it, S))
+                acc[i, j] = acc[i, j] + t[i, j] * factor(_slot(it, S + 1), i, j)
 
         @T.macro
         def _consume_overlapped(it):
@@ -809,21 +810,21 @@ class BlockScaledContext(GemmContext):
             issue(tmp[0], it)
             for _ in T.serial(T.truncdiv(k_end - k_begin - 1, 2)):
                 issue(tmp[1], it + 1)
-                em.wait(1)
+                retire(it, 1)
                 promote(tmp[0], it)
                 issue(tmp[0], it + 2)
-                em.wait(1)
+                retire(it + 1, 1)
                 promote(tmp[1], it + 1)
                 it += 2
             if T.truncmod(k_end - k_begin - 1, 2) == 1:
                 issue(tmp[1], it + 1)
-                em.wait(1)
+                retire(it, 1)
                 promote(tmp[0], it)
-                em.wait(0)
+                retire(it + 1, 0)
                 promote(tmp[1], it + 1)
                 it += 2
             else:
-                em.wait(0)
+                retire(it, 0)
                 promote(tmp[0], it)
                 it += 1
 
@@ -832,7 +833,7 @@ class BlockScaledContext(GemmContext):
             T.clear(acc)
             for _ in T.serial(k_end - k_begin):
                 issue(tmp[0], it)
-                em.wait(0)
+                retire(it, 0)
                 promote(tmp[0], it)
                 it += 1
 

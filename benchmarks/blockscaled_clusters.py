@@ -1,0 +1,74 @@
+"""The TileLang block-scaled FP8 kernel at large M: one CTA per tile against 2-CTA clusters
+with TMA multicast, beside cuBLAS's block-wise path, one run.
+
+    python benchmarks/blockscaled_clusters.py [--out PATH] [--rounds R]   ($OUT/clusters.json)
+
+For M = 4096 on DeepSeek-V3's (N, K) pairs: the default schedule (128x128 tiles on two
+consumer warpgroups) and its cluster(2) forms with raster m (B multicast) and raster n (A
+multicast), each checked against a float64 reference on dequantised inputs (random non-unit
+scales, output poisoned; a failing one is listed as BAD), then timed with
+triton.testing.do_bench in R interleaved rounds (every candidate and cuBLAS once per round;
+the median of the rounds is reported), A's scales outer-dim-major for all.
+"""
+import argparse
+import json
+import os
+import statistics
+
+import torch
+import triton
+
+from tlgemm.quantize import quantize_fp8_blockwise
+from tlgemm.tilelang.launch import _device_limits, blockscaled_matmul, default_blockscaled_schedule
+
+FP8, BF16 = torch.float8_e4m3fn, torch.bfloat16
+PAIRS = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "clusters.json"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--m", type=int, default=4096)
+    args = parser.parse_args()
+    sms, smem_limit = _device_limits(torch.cuda.current_device())
+    torch.manual_seed(0)
+    rows = []
+    for N, K in PAIRS:
+        M = args.m
+        base = default_blockscaled_schedule(M, BF16, smem_limit, N=N, num_sms=sms)
+        kinds = {"default": base, "cluster, raster m": base.cluster(2),
+                 "cluster, raster n": base.map("grouped_n").cluster(2)}
+        a, sa = quantize_fp8_blockwise(torch.randn(M, K, device="cuda"), block=(1, 128))
+        b, sb = quantize_fp8_blockwise(torch.randn(N, K, device="cuda"), block=(128, 128))
+        sa, sb = sa * torch.rand_like(sa).add(0.5), sb * torch.rand_like(sb).add(0.5)
+        sa = sa.t().contiguous().t()
+        ref = ((a.double() * sa.double().repeat_interleave(128, 1))
+               @ (b.double() * sb.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:N]).t())
+        out = torch.full((M, N), float("nan"), dtype=BF16, device="cuda")
+        calls, errors = {}, {}
+        for kind, s in kinds.items():
+            out.fill_(float("nan"))
+            blockscaled_matmul(a, b, sa, sb, s, out=out)
+            errors[kind] = ((out.double() - ref).norm() / ref.norm()).item()
+            calls[kind] = (lambda s=s: blockscaled_matmul(a, b, sa, sb, s, out=out))
+        calls["cuBLAS block-wise"] = lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb.t(), out_dtype=BF16)
+        times = {kind: [] for kind in calls}
+        for _ in range(args.rounds):
+            for kind, fn in calls.items():
+                times[kind].append(triton.testing.do_bench(fn, warmup=10, rep=50))
+        flops = 2 * M * N * K
+        tflops = {kind: flops / statistics.median(ts) / 1e9 for kind, ts in times.items()}
+        spread = {kind: (max(ts) - min(ts)) / statistics.median(ts) for kind, ts in times.items()}
+        bad = [kind for kind, e in errors.items() if not e < 1e-2]
+        rows.append({"M": M, "N": N, "K": K, "schedules": {k: str(s) for k, s in kinds.items()}, "tflops": tflops,
+                     "round_spread": spread, "rel_err": errors})
+        print(f"{M} x {N:>5} x {K:>5}: " + " | ".join(f"{k} {v:7.1f} (±{spread[k] * 50:.0f}%)"
+                                                     for k, v in tflops.items())
+              + (f" | BAD {bad}" if bad else ""), flush=True)
+    with open(args.out, "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(), "rounds": args.rounds, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
