@@ -4,8 +4,8 @@ with TMA multicast, beside cuBLAS's block-wise path, one run.
     python benchmarks/blockscaled_clusters.py [--out PATH] [--rounds R]   ($OUT/clusters.json)
 
 For M = 4096 on DeepSeek-V3's (N, K) pairs: the default schedule (128x128 tiles on two
-consumer warpgroups) and its cluster(2) forms with raster m (B multicast) and raster n (A
-multicast), each checked against a float64 reference on dequantised inputs (random non-unit
+consumer warpgroups, 4 stages), the same with 5 stages, and the cluster(2) forms with raster m
+(B multicast) and raster n (A multicast), with 4 and 5 stages, each checked against a float64 reference on dequantised inputs (random non-unit
 scales, output poisoned; a failing one is listed as BAD), then timed with
 triton.testing.do_bench in R interleaved rounds (every candidate and cuBLAS once per round;
 the median of the rounds is reported), A's scales outer-dim-major for all.
@@ -37,8 +37,10 @@ def main():
     for N, K in PAIRS:
         M = args.m
         base = default_blockscaled_schedule(M, BF16, smem_limit, N=N, num_sms=sms)
-        kinds = {"default": base, "cluster, raster m": base.cluster(2),
-                 "cluster, raster n": base.map("grouped_n").cluster(2)}
+        kinds = {"default": base, "5 stages": base.stages(5)}
+        for stages in (base.num_stages, 5):
+            kinds[f"cluster, raster m, {stages} stages"] = base.stages(stages).cluster(2)
+            kinds[f"cluster, raster n, {stages} stages"] = base.stages(stages).map("grouped_n").cluster(2)
         a, sa = quantize_fp8_blockwise(torch.randn(M, K, device="cuda"), block=(1, 128))
         b, sb = quantize_fp8_blockwise(torch.randn(N, K, device="cuda"), block=(128, 128))
         sa, sb = sa * torch.rand_like(sa).add(0.5), sb * torch.rand_like(sb).add(0.5)
@@ -63,7 +65,7 @@ def main():
         bad = [kind for kind, e in errors.items() if not e < 1e-2]
         rows.append({"M": M, "N": N, "K": K, "schedules": {k: str(s) for k, s in kinds.items()}, "tflops": tflops,
                      "round_spread": spread, "rel_err": errors})
-        print(f"{M} x {N:>5} x {K:>5}: " + " | ".join(f"{k} {v:7.1f} (±{spread[k] * 50:.0f}%)"
+        print(f"{M} x {N:>5} x {K:>5}: " + " | ".join(f"{k} {v:.0f} (±{spread[k] * 50:.0f}%)"
                                                      for k, v in tflops.items())
               + (f" | BAD {bad}" if bad else ""), flush=True)
     with open(args.out, "w") as f:

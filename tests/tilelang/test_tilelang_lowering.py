@@ -200,7 +200,7 @@ def test_blockscaled_swap_ab_lowers(block_n):
 
     schedule = Schedule(block_m=64, block_n=block_n, block_k=128, num_stages=6,
                         num_warpgroups=1).persistent(132).swap_ab()
-    assert BlockScaledContext.scale_widths_of(schedule) == (1, block_n)
+    assert BlockScaledContext.scale_widths_of(schedule) == (1, -(-block_n // 32) * 32)
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
                             torch.bfloat16)
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
@@ -230,6 +230,40 @@ def test_blockscaled_kernel_lowers_in_clusters():
     assert re.search(r"tl::tma_load_multicast\(B_desc, ", src) and "tma_load_multicast(A_desc" not in src
     assert src.count(".init(4);") == 5 and src.count("tl::cluster_sync();") == 2
     assert re.search(r"\.arrive\(rank\w*\);", src)
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_blockscaled_token_scales_by_tma(swap):
+    """tma_token_scales: one TMA copy per K block brings the tile's token scales (128 of
+    them on 128-row tiles, 16 as swap-AB columns), its bytes expected on the slot's ``full``
+    barrier; only the weight-block scales still go by cp.async."""
+    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import blockscaled_spec, default_blockscaled_schedule
+
+    schedule = default_blockscaled_schedule(32 if swap else 4096, N=7168)
+    assert schedule.is_swap_ab == swap
+    tokens = schedule.block_n if swap else schedule.block_m
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
+                            tma_token_scales=True)
+    src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
+    assert len(re.findall(r"tl::tma_load\(SA_desc, ", src)) == 1
+    assert f"expect_transaction({tokens * 4});" in src
+    assert {name for name in re.findall(r"cp_async_gs<4>\([^;]*(SA|SB)\[", src)} == {"SB"}
+
+
+def test_token_scale_layouts_for_tma():
+    """_tma_token_scales accepts outer-dim-major scales with 16-byte aligned K-block rows;
+    _token_major_copy makes that layout from any other (rows padded to 4 tokens)."""
+    from tlgemm.tilelang.launch import _tma_token_scales, _token_major_copy
+
+    sa = torch.rand(10, 7)
+    assert not _tma_token_scales(sa) and not _tma_token_scales(sa.t().contiguous().t())  # rows of 10 floats
+    assert _tma_token_scales(torch.rand(7, 12).t()) and not _tma_token_scales(torch.rand(1, 7))
+    for scales in (sa, torch.rand(3, 10, 7)):
+        copied = _token_major_copy(scales)
+        assert torch.equal(copied, scales) and copied.stride(-2) == 1 and copied.stride(-1) == 12
+        assert _tma_token_scales(copied)
 
 
 def test_gemm_kernels_reject_non_power_of_two_block_n():

@@ -399,6 +399,9 @@ class BlockScaledSpec:
     num_sms: int
     bias_storage: str | None = None
     batched: bool = False
+    #: The token scales (scale_a) arrive by TMA: they are stored outer-dim-major with 16-byte
+    #: aligned K-block rows (``GroupScaleView``); else each is copied by cp.async.
+    tma_token_scales: bool = False
 
 
 def blockscaled_gemm(spec: BlockScaledSpec):
@@ -417,6 +420,8 @@ def blockscaled_gemm(spec: BlockScaledSpec):
     KB, NB, BATCH = T.dynamic("KB"), T.dynamic("NB"), T.dynamic("BATCH")
     lead = (BATCH,) if spec.batched else ()
     sa_strides = tuple(T.dynamic(f"sa_stride{d}") for d in range(len(lead) + 2))
+    if spec.tma_token_scales:  # outer-dim-major: consecutive tokens adjacent
+        sa_strides = (*sa_strides[:-2], 1, sa_strides[-1])
     sb_strides = tuple(T.dynamic(f"sb_stride{d}") for d in range(len(lead) + 2))
     bias_shape = (N,) if spec.bias_storage is not None else (1,)
     swap, clustered = spec.schedule.is_swap_ab, spec.schedule.cluster_m > 1
@@ -436,7 +441,7 @@ def blockscaled_gemm(spec: BlockScaledSpec):
             tensorA = make_tensor_view(B if swap else A, "A", "K")
             tensorB = make_tensor_view(A if swap else B, "B", "K")
             tensorC = make_output_view(C, M, N)
-            scales = make_group_scale_view(SA, SB, M, N)
+            scales = make_group_scale_view(SA, SB, M, N, tma=spec.tma_token_scales)
             bias_view = make_bias_view(bias, N, per_row=swap) if spec.bias_storage is not None else None
             ctx.allocate()
             sched = ScheduleContext(rows, cols, K, ctx, pid, num_programs)

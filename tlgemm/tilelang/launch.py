@@ -609,7 +609,8 @@ def _compiled_blockscaled(spec):
 
 
 @functools.lru_cache(maxsize=4096)
-def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=None, batched=False):
+def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=None, batched=False,
+                     tma_token_scales=False):
     """The BlockScaledSpec of a problem (torch dtypes)."""
     from .kernels import BlockScaledSpec
     from .stages import BlockScaledContext
@@ -625,7 +626,24 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
         raise ValueError("schedule: the batched block-scaled kernel runs without clusters (cluster_m = 1)")
     BlockScaledContext.temporaries_of(schedule)  # a tile whose fragments do not fit is a "schedule:" error
     return BlockScaledSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], _STORAGE[out_dtype], schedule, num_sms,
-                           None if bias_dtype is None else _STORAGE[bias_dtype], batched)
+                           None if bias_dtype is None else _STORAGE[bias_dtype], batched, tma_token_scales)
+
+
+def _tma_token_scales(scale_a) -> bool:
+    """Whether a TMA copy can read scale_a's tokens: stored outer-dim-major (tokens
+    adjacent), its K-block rows and base 16-byte aligned (CUDA tensor maps, PTX ISA 5.5)."""
+    *lead, M, _ = scale_a.shape
+    return (M > 1 and scale_a.stride(-2) == 1 and all(st % 4 == 0 for st in scale_a.stride()[:-2] + scale_a.stride()[-1:])
+            and scale_a.data_ptr() % _TMA_ALIGN == 0)
+
+
+def _token_major_copy(scale_a):
+    """scale_a copied outer-dim-major, each K block's row padded to a multiple of 4 tokens
+    (16 bytes, what a TMA copy needs)."""
+    *lead, M, KB = scale_a.shape
+    rows = torch.empty((*lead, KB, M + (-M) % 4), dtype=scale_a.dtype, device=scale_a.device)[..., :M]
+    rows.copy_(scale_a.mT)
+    return rows.mT
 
 
 def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched):
@@ -666,8 +684,10 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
                                                 batch=batch[0] if batch else 1)
     elif schedule.num_sms is not None:
         sms = schedule.num_sms
+    scale_a_copy = M > _SMALL_M and scale_a.stride(-2) != 1
     spec = blockscaled_spec(a.dtype, b.dtype, out_dtype, schedule, sms,
-                            None if bias_vec is None else bias_vec.dtype, batched=batched)
+                            None if bias_vec is None else bias_vec.dtype, batched=batched,
+                            tma_token_scales=scale_a_copy or _tma_token_scales(scale_a))
     need = _blockscaled_smem(schedule, a.dtype, b.dtype, out_dtype)
     if need > smem_limit:
         raise ValueError(f"schedule: needs {need} bytes of shared memory, the device allows {smem_limit}")
@@ -678,7 +698,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     return _BlockScaledLaunch(_entry(_compiled_blockscaled(spec)), shape, (*batch, M, N + (-N) % step), out_dtype,
                               a.is_contiguous() and a.data_ptr() % _TMA_ALIGN == 0,
                               b.is_contiguous() and b.data_ptr() % _TMA_ALIGN == 0, direct, _placeholder(device),
-                              M > _SMALL_M and scale_a.stride(-2) != 1)
+                              scale_a_copy)
 
 
 class _BlockScaledLaunch:
@@ -689,7 +709,8 @@ class _BlockScaledLaunch:
     scale_a outer-dim-major when M > ``_SMALL_M`` and it is not, ``scale_a_copy``: read in
     place, a tile's scales of one K block lie a row apart, which cost up to 14% at M = 4096
     on the H100, benchmarks/results/blockscaled_small_m.md; the kernel reads every other
-    scale tensor at its own strides) and launches, validating nothing again."""
+    scale tensor at its own strides, scale_a by TMA where ``_tma_token_scales`` allows) and
+    launches, validating nothing again."""
 
     __slots__ = ("entry", "shape", "c_shape", "out_dtype", "a_direct", "b_direct", "direct", "placeholder",
                  "scale_a_copy")
@@ -703,7 +724,7 @@ class _BlockScaledLaunch:
         target = out if out is not None else torch.empty(size=self.shape, dtype=self.out_dtype, device=a.device)
         C = target if self.direct else torch.empty(size=self.c_shape, dtype=self.out_dtype, device=a.device)
         self.entry(a if self.a_direct else _k_major_copy(a, 0), b if self.b_direct else _k_major_copy(b, 0), C,
-                   scale_a.mT.contiguous().mT if self.scale_a_copy else scale_a, scale_b,
+                   _token_major_copy(scale_a) if self.scale_a_copy else scale_a, scale_b,
                    self.placeholder if bias is None else bias.reshape(-1).contiguous())
         if not self.direct:
             target.copy_(C[..., :self.shape[-1]])

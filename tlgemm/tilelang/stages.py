@@ -616,8 +616,14 @@ class GroupScaleView:
     (torch._scaled_mm's and DeepGEMM's layout). Indices are clamped so edge tiles read in
     bounds."""
 
-    def __init__(self, a_scale, b_scale, M, N):
+    def __init__(self, a_scale, b_scale, M, N, tma: bool = False):
         self.a_scale, self.b_scale, self.M, self.N = a_scale, b_scale, M, N
+        self.tma = tma
+        if tma:
+            *lead, M_, KB = a_scale.shape
+            *lead_strides, _, kb_stride = a_scale.strides
+            self.a_scale_t = T.StridedTensor((*lead, KB, M_), (*lead_strides, kb_stride, 1), a_scale.dtype,
+                                             data=a_scale.data)
 
     @staticmethod
     def _copy(smem, stage, i, scales, row, kb, batch):
@@ -631,6 +637,15 @@ class GroupScaleView:
         return T.ptx_cp_async(smem.access_ptr("w", offset=stage * smem.shape[1] + i, extent=1),
                               scales.access_ptr("r", offset=offset, extent=1), 1)
 
+    def load_a(self, smem, stage, kb, m0, count: int, barrier, batch=None):
+        """TMA copy (PTX ISA 9.7.9.25.5.1) of tokens m0 .. m0 + count - 1's scales of K block kb
+        into smem[stage, :count], their bytes completing ``barrier``; tokens past M read as
+        zero. Needs ``tma``: scale_a outer-dim-major, viewed as [K/128, M] (``a_scale_t``),
+        its K-block rows 16-byte aligned."""
+        source = (self.a_scale_t[kb, m0:m0 + count] if batch is None
+                  else self.a_scale_t[batch, kb, m0:m0 + count])
+        return T.tma_copy(source, smem[stage, 0:count], barrier=barrier, leader_scope_threads=32)
+
     def copy_a(self, smem, stage, i, kb, m0, batch=None):
         """Token m0 + i's scale of K block kb into smem[stage, i]."""
         return self._copy(smem, stage, i, self.a_scale, T.min(m0 + i, self.M - 1), kb, batch)
@@ -641,8 +656,8 @@ class GroupScaleView:
                           batch)
 
 
-def make_group_scale_view(a_scale, b_scale, M, N) -> GroupScaleView:
-    return GroupScaleView(a_scale, b_scale, M, N)
+def make_group_scale_view(a_scale, b_scale, M, N, tma: bool = False) -> GroupScaleView:
+    return GroupScaleView(a_scale, b_scale, M, N, tma)
 
 
 class BlockScaledContext(GemmContext):
@@ -687,10 +702,11 @@ class BlockScaledContext(GemmContext):
     @classmethod
     def scale_widths_of(cls, schedule: Schedule) -> tuple[int, int]:
         """Scales staged per ring slot for the tile's rows and its columns: one per token on
-        the token side (rows, or columns under swap-AB), ``b_scale_width_of`` on the other."""
+        the token side (rows, or columns under swap-AB; rounded up to 32, so that each slot
+        starts 128-byte aligned for a TMA copy), ``b_scale_width_of`` on the other."""
         if schedule.is_swap_ab:
-            return cls.b_scale_width_of(schedule.block_m), schedule.block_n
-        return schedule.block_m, cls.b_scale_width_of(schedule.block_n)
+            return cls.b_scale_width_of(schedule.block_m), -(-schedule.block_n // 32) * 32
+        return -(-schedule.block_m // 32) * 32, cls.b_scale_width_of(schedule.block_n)
 
     @classmethod
     def temporaries_of(cls, schedule: Schedule) -> int:
@@ -750,10 +766,13 @@ class BlockScaledContext(GemmContext):
                                  multicast_a)
                     tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)], tile.batch,
                                  multicast_b)
-                    for r in T.unroll(rounds):
-                        if tokens % PRODUCER_LANES == 0 or r * PRODUCER_LANES + lane < tokens:
-                            scales.copy_a(token_smem, _slot(it, S + 1), r * PRODUCER_LANES + lane, k, token0,
-                                          tile.batch)
+                    if scales.tma:
+                        scales.load_a(token_smem, _slot(it, S + 1), k, token0, tokens, full[_slot(it, S)], tile.batch)
+                    else:
+                        for r in T.unroll(rounds):
+                            if tokens % PRODUCER_LANES == 0 or r * PRODUCER_LANES + lane < tokens:
+                                scales.copy_a(token_smem, _slot(it, S + 1), r * PRODUCER_LANES + lane, k, token0,
+                                              tile.batch)
                     if lane < blocks:
                         scales.copy_b(block_smem, _slot(it, S + 1), lane, k, first_block, tile.batch)
                     T.cp_async_barrier_noinc(full[_slot(it, S)])
