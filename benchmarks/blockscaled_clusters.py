@@ -5,8 +5,9 @@ with TMA multicast, beside cuBLAS's block-wise path, one run.
 
 For M = 4096 on DeepSeek-V3's (N, K) pairs: the default schedule (128x128 tiles on two
 consumer warpgroups, 4 stages), the same with 5 stages, and the cluster(2) forms with raster m
-(B multicast) and raster n (A multicast), with 4 and 5 stages, each checked against a float64 reference on dequantised inputs (random non-unit
-scales, output poisoned; a failing one is listed as BAD), then timed with
+(B multicast) and raster n (A multicast), with 4 and 5 stages, each checked against a
+float64 reference on dequantised inputs (random non-unit scales, output poisoned; a failing
+one is listed as BAD), then timed with
 triton.testing.do_bench in R interleaved rounds (every candidate and cuBLAS once per round;
 the median of the rounds is reported), A's scales outer-dim-major for all.
 """

@@ -633,7 +633,8 @@ def _tma_token_scales(scale_a) -> bool:
     """Whether a TMA copy can read scale_a's tokens: stored outer-dim-major (tokens
     adjacent), its K-block rows and base 16-byte aligned (CUDA tensor maps, PTX ISA 5.5)."""
     *lead, M, _ = scale_a.shape
-    return (M > 1 and scale_a.stride(-2) == 1 and all(st % 4 == 0 for st in scale_a.stride()[:-2] + scale_a.stride()[-1:])
+    *lead_strides, token_stride, kb_stride = scale_a.stride()
+    return (M > 1 and token_stride == 1 and all(st % 4 == 0 for st in (*lead_strides, kb_stride))
             and scale_a.data_ptr() % _TMA_ALIGN == 0)
 
 

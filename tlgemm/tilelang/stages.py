@@ -668,16 +668,19 @@ class BlockScaledContext(GemmContext):
     The tile's rows and columns each take one of the two scale granularities: per token (the
     activations' per-(row, K block) scales) or per 128-row block of the weights. The
     producer warp stages each K block's scales (``row_scales``, ``col_scales``: one per
-    token, and one per 128-block the tile can touch, ``b_scale_width_of``) with cp.async, and
-    the ``full`` barrier of the K block's ring slot completes only once those copies have
-    landed (``cp.async.mbarrier.arrive.noinc``, PTX ISA 9.7.9.25.3.3): the producer never
-    waits for a global load, which would otherwise bound it to one K block per load latency.
-    A consumer releases a K block's A and B slot as soon as its wgmma is done, before the
+    token, and one per 128-block the tile can touch, ``b_scale_width_of``) with cp.async (the
+    tokens' by one TMA copy where their layout allows, ``GroupScaleView.load_a``), and the
+    ``full`` barrier of the K block's ring slot completes only once those copies have landed
+    (``cp.async.mbarrier.arrive.noinc``, PTX ISA 9.7.9.25.3.3): the producer never waits for
+    a global load, which would otherwise bound it to one K block per load latency. A
+    consumer releases a K block's A and B slot as soon as its wgmma is done, before the
     promotion, so the loads run one K block further ahead (4 to 5 stages was worth 25% at
     4096x7168x16384); the scales therefore live in a ring of stages + 1 slots: when the
     producer may fill K block j, every consumer has released block j - stages, so none still
-    reads scales older than that block's, which sit in another slot. Without swap-AB the rows are tokens (A [M, K]) and the columns weight
-    rows (B [N, K]); with it (``Schedule.is_swap_ab``, small M) the kernel computes Cᵀ =
+    reads scales older than that block's, which sit in another slot.
+
+    Without swap-AB the rows are tokens (A [M, K]) and the columns weight rows (B [N, K]);
+    with it (``Schedule.is_swap_ab``, small M) the kernel computes Cᵀ =
     B · Aᵀ: the 64-row WGMMA side runs over N, the tokens are the columns (WGMMA N down to
     16), and the tile is stored transposed into C. With two temporaries
     (``temporaries_of``), K block k + 1's wgmma is issued before K block k is promoted, so
