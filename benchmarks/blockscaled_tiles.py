@@ -1,59 +1,95 @@
 """The TileLang block-scaled FP8 kernel over tile shapes, on DeepGEMM's shape table, one run.
 
-    python benchmarks/blockscaled_tiles.py      (writes $OUT/bs.json, or /tmp/bs.json)
+    python benchmarks/blockscaled_tiles.py [--out PATH]     (default $OUT/bs_tiles.json, or /tmp)
 
 For each shape: every candidate tile (64-row tiles on one consumer warpgroup for M = 64,
 those and 128-row tiles on two for M = 128, 128-row tiles with block_n 96..192 for large M;
-block_n in steps of 16, powers of two or not), as many stages (<= 8) as shared memory holds.
-Each candidate is checked against a float64 reference on dequantised inputs with random
-non-unit scales, output poisoned with NaN (a failing one is listed as BAD), then timed with
-triton.testing.do_bench. Prints the six fastest per shape; the JSON holds all.
+block_n in steps of 16, powers of two or not), with as many stages (<= 8) as the device's
+shared memory holds and, for 128-row tiles, also 4 (the default's). Each candidate is checked
+against a float64 reference on dequantised inputs with random non-unit scales, output
+poisoned with NaN (a failing one is listed as BAD), then timed with triton.testing.do_bench,
+beside cuBLAS's block-wise torch._scaled_mm on the same inputs; A's scales outer-dim-major
+for both. The SM count and shared-memory limit are the device's. Prints the six fastest per
+shape; the JSON holds all.
 """
-import json, os, torch, triton
+import argparse
+import json
+import os
 from concurrent.futures import ThreadPoolExecutor
-from tlgemm.tilelang.launch import blockscaled_matmul, _blockscaled_smem, _compiled_blockscaled, blockscaled_spec
-from tlgemm.schedules import Schedule
+
+import torch
+import triton
+
 from tlgemm.quantize import quantize_fp8_blockwise
-torch.manual_seed(0)
-fp8, bf16 = torch.float8_e4m3fn, torch.bfloat16
-pairs = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
-shapes = [(m, n, k) for n, k in pairs for m in (64, 128, 4096)] + [(1000, 2112 + 16 * 7, 384)]
+from tlgemm.schedules import Schedule
+from tlgemm.tilelang.launch import (_blockscaled_smem, _compiled_blockscaled, _device_limits, blockscaled_matmul,
+                                    blockscaled_spec)
 
-def sched(bm, bn, wg):
-    s = Schedule(block_m=bm, block_n=bn, block_k=128, num_stages=2, num_warpgroups=wg).persistent()
-    st = 2
-    while st < 8 and _blockscaled_smem(s.stages(st + 1), fp8, fp8, bf16) <= 232448:
-        st += 1
-    return s.stages(st)
+FP8, BF16 = torch.float8_e4m3fn, torch.bfloat16
+PAIRS = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+SHAPES = [(m, n, k) for n, k in PAIRS for m in (64, 128, 4096)] + [(1000, 2112 + 16 * 7, 384)]
 
-def cands(M):
+
+def schedules(bm, bn, wg, smem_limit):
+    base = Schedule(block_m=bm, block_n=bn, block_k=128, num_stages=2, num_warpgroups=wg).persistent()
+    stages = 2
+    while stages < 8 and _blockscaled_smem(base.stages(stages + 1), FP8, FP8, BF16) <= smem_limit:
+        stages += 1
+    return [base.stages(s) for s in sorted({stages, min(stages, 4)} if bm == 128 else {stages})]
+
+
+def candidates(M, smem_limit):
     if M <= 64:
-        return [sched(64, bn, 1) for bn in range(16, 193, 16)]
-    if M <= 128:
-        return [sched(128, bn, 2) for bn in range(16, 193, 16)] + [sched(64, bn, 1) for bn in (32, 64, 96, 128)]
-    return [sched(128, bn, 2) for bn in (96, 112, 128, 144, 160, 176, 192)]
+        tiles = [(64, bn, 1) for bn in range(16, 193, 16)]
+    elif M <= 128:
+        tiles = [(128, bn, 2) for bn in range(16, 193, 16)] + [(64, bn, 1) for bn in (32, 64, 96, 128)]
+    else:
+        tiles = [(128, bn, 2) for bn in (96, 112, 128, 144, 160, 176, 192)]
+    return [s for tile in tiles for s in schedules(*tile, smem_limit)]
 
-specs = {blockscaled_spec(fp8, fp8, bf16, s, 132) for M, _, _ in shapes for s in cands(M)}
-print(len(specs), "kernels", flush=True)
-with ThreadPoolExecutor(16) as pool:
-    list(pool.map(_compiled_blockscaled, specs))
-print("compiled", flush=True)
-out = []
-for M, N, K in shapes:
-    x = torch.randn(M, K, device="cuda"); w = torch.randn(N, K, device="cuda")
-    a, sa = quantize_fp8_blockwise(x, block=(1, 128)); b, sb = quantize_fp8_blockwise(w, block=(128, 128))
-    sa = sa * torch.rand_like(sa).add(0.5); sb = sb * torch.rand_like(sb).add(0.5)
-    ref = ((a.double() * sa.double().repeat_interleave(128, 1))
-           @ (b.double() * sb.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:N]).t())
-    res = []
-    for s in cands(M):
-        o = torch.full((M, N), float("nan"), dtype=bf16, device="cuda")
-        blockscaled_matmul(a, b, sa, sb, s, out=o)
-        err = ((o.double() - ref).norm() / ref.norm()).item()
-        ms = triton.testing.do_bench(lambda: blockscaled_matmul(a, b, sa, sb, s, out=o), warmup=10, rep=40)
-        res.append((2 * M * N * K / ms / 1e9, f"{s.block_m}x{s.block_n}/{s.num_stages}", err))
-    bad = [r for r in res if not r[2] < 1e-2]
-    res.sort(reverse=True)
-    out.append({"M": M, "N": N, "K": K, "res": res})
-    print(f"{M}x{N}x{K}:", "  ".join(f"{t:.0f}@{c}" for t, c, e in res[:6]), "| BAD:" if bad else "", bad, flush=True)
-json.dump(out, open(os.environ.get("OUT", "/tmp") + "/bs.json", "w"))
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "bs_tiles.json"))
+    args = parser.parse_args()
+    sms, smem_limit = _device_limits(torch.cuda.current_device())
+    specs = {blockscaled_spec(FP8, FP8, BF16, s, sms) for M, _, _ in SHAPES for s in candidates(M, smem_limit)}
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(_compiled_blockscaled, specs))
+    torch.manual_seed(0)
+    rows = []
+    for M, N, K in SHAPES:
+        a, sa = quantize_fp8_blockwise(torch.randn(M, K, device="cuda"), block=(1, 128))
+        b, sb = quantize_fp8_blockwise(torch.randn(N, K, device="cuda"), block=(128, 128))
+        sa, sb = sa * torch.rand_like(sa).add(0.5), sb * torch.rand_like(sb).add(0.5)
+        sa = sa.t().contiguous().t()
+        ref = ((a.double() * sa.double().repeat_interleave(128, 1))
+               @ (b.double() * sb.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:N]).t())
+        flops = 2 * M * N * K
+        results = []
+        for s in candidates(M, smem_limit):
+            out = torch.full((M, N), float("nan"), dtype=BF16, device="cuda")
+            blockscaled_matmul(a, b, sa, sb, s, out=out)
+            err = ((out.double() - ref).norm() / ref.norm()).item()
+            ms = triton.testing.do_bench(lambda: blockscaled_matmul(a, b, sa, sb, s, out=out), warmup=10, rep=40)
+            results.append({"tile": f"{s.block_m}x{s.block_n}/{s.num_stages}", "pow2": s.has_pow2_block_n,
+                            "tflops": flops / ms / 1e9, "rel_err": err})
+        try:
+            ms = triton.testing.do_bench(lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb.t(),
+                                                                  out_dtype=BF16), warmup=10, rep=40)
+            cublas = flops / ms / 1e9
+        except RuntimeError:  # cuBLAS has no block-wise kernel for the shape
+            cublas = None
+        results.sort(key=lambda r: -r["tflops"])
+        rows.append({"M": M, "N": N, "K": K, "cublas_blockwise_tflops": cublas, "results": results})
+        bad = [r["tile"] for r in results if not r["rel_err"] < 1e-2]
+        print(f"{M}x{N}x{K}: cuBLAS {cublas or 0:.0f} | " + "  ".join(f"{r['tflops']:.0f}@{r['tile']}"
+                                                                    for r in results[:6])
+              + (f" | BAD {bad}" if bad else ""), flush=True)
+    with open(args.out, "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(), "sms": sms, "smem_limit": smem_limit, "rows": rows}, f,
+                  indent=1)
+
+
+if __name__ == "__main__":
+    main()

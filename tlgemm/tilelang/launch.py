@@ -552,8 +552,8 @@ _FILL_FLOOR = 0.75
 _SWAP_AB_MAX_M = 32
 #: Up to this M, 128-row tiles only while they alone make this many waves.
 _SMALL_M, _WIDE_WAVES = 128, 1.5
-#: Stages of the default's 128-row tiles: 4 beat 5 by 4-5% at M = 4096 on the H100 once a slot
-#: is released before its promotion (benchmarks/results/blockscaled_clusters.md).
+#: Stages of the default's 128-row tiles: 4 beat 5 (by 0-7%) on all six M = 4096 shapes on the H100
+#: once a slot is released before its promotion (benchmarks/results/blockscaled_tiles.md).
 _WIDE_STAGES = 4
 
 
