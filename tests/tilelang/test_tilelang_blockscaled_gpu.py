@@ -163,6 +163,26 @@ def test_token_scales_by_tma(generator, M, swap):
         assert torch.equal(out, blockscaled_matmul(a, b, sa, sb, schedule))
 
 
+@pytest.mark.parametrize("M", [20, 64])
+def test_swap_ab_in_clusters(generator, M):
+    """Swap-AB tiles in 2-CTA clusters: the pair's tiles share their token columns, so the
+    activations (the kernel's B operand) are multicast; odd program count, bias."""
+    from tlgemm.schedules import Schedule
+
+    N, K = 2112, 512
+    schedule = Schedule(block_m=64, block_n=32, block_k=128, num_stages=6,
+                        num_warpgroups=1).persistent(9).swap_ab().cluster(2)
+    a = random_operand((M, K), FP8, generator=generator, device=DEV)
+    b = random_operand((N, K), FP8, generator=generator, device=DEV)
+    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
+    bias = torch.randn(N, generator=generator).to(DEV)
+    out = poisoned((M, N), torch.bfloat16, DEV)
+    blockscaled_matmul(a, b, sa, sb, schedule, out=out, bias=bias)
+    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
+    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
+    assert_gemm_close(out, reference_gemm(a64, b64.T, bias=bias), FP8, what=f"{schedule} vs reference")
+
+
 def test_bias_and_fp32_output(generator):
     M, N, K = 333, 512, 1024
     a = random_operand((M, K), FP8, generator=generator, device=DEV)
