@@ -5,12 +5,12 @@
 For each shape: every candidate tile (64-row tiles on one consumer warpgroup for M = 64,
 those and 128-row tiles on two for M = 128, 128-row tiles with block_n 96..192 for large M;
 block_n in steps of 16, powers of two or not), with as many stages (<= 8) as the device's
-shared memory holds and, for 128-row tiles, also 4 (the default's). Each candidate is checked
-against a float64 reference on dequantised inputs with random non-unit scales, output
-poisoned with NaN (a failing one is listed as BAD), then timed with triton.testing.do_bench,
-beside cuBLAS's block-wise torch._scaled_mm on the same inputs; A's scales outer-dim-major
-for both. The SM count and shared-memory limit are the device's. Prints the six fastest per
-shape; the JSON holds all.
+shared memory holds and, for 128-row tiles, also 4 (the default's), on tlgemm.bench's
+fp8-block inputs (``blockscaled_inputs``). Each candidate is first checked against the
+float64 reference on a NaN-poisoned output (``tlgemm.bench.check``; a wrong one stops the
+run), then timed with triton.testing.do_bench, beside cuBLAS's block-wise torch._scaled_mm on
+the same inputs; A's scales outer-dim-major for both. The SM count and shared-memory limit are
+the device's. Prints the six fastest per shape; the JSON holds all.
 """
 import argparse
 import json
@@ -20,10 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 import triton
 
-from tlgemm.quantize import quantize_fp8_blockwise
+from tlgemm.bench import blockscaled_inputs, check, cublas_blockwise
 from tlgemm.schedules import Schedule
-from tlgemm.tilelang.launch import (_blockscaled_smem, _compiled_blockscaled, _device_limits, blockscaled_matmul,
-                                    blockscaled_spec)
+from tlgemm.tilelang.launch import (_compiled_blockscaled, _device_limits, blockscaled_matmul, blockscaled_spec,
+                                    blockscaled_stages_that_fit)
 
 FP8, BF16 = torch.float8_e4m3fn, torch.bfloat16
 PAIRS = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
@@ -31,11 +31,10 @@ SHAPES = [(m, n, k) for n, k in PAIRS for m in (64, 128, 4096)] + [(1000, 2112 +
 
 
 def schedules(bm, bn, wg, smem_limit):
-    base = Schedule(block_m=bm, block_n=bn, block_k=128, num_stages=2, num_warpgroups=wg).persistent()
-    stages = 2
-    while stages < 8 and _blockscaled_smem(base.stages(stages + 1), FP8, FP8, BF16) <= smem_limit:
-        stages += 1
-    return [base.stages(s) for s in sorted({stages, min(stages, 4)} if bm == 128 else {stages})]
+    most = blockscaled_stages_that_fit(Schedule(block_m=bm, block_n=bn, block_k=128, num_stages=8,
+                                                num_warpgroups=wg).persistent(), BF16, smem_limit)
+    return [most.stages(s) for s in sorted({most.num_stages, min(most.num_stages, 4)} if bm == 128
+                                           else {most.num_stages})]
 
 
 def candidates(M, smem_limit):
@@ -56,36 +55,28 @@ def main():
     specs = {blockscaled_spec(FP8, FP8, BF16, s, sms) for M, _, _ in SHAPES for s in candidates(M, smem_limit)}
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(_compiled_blockscaled, specs))
-    torch.manual_seed(0)
     rows = []
     for M, N, K in SHAPES:
-        a, sa = quantize_fp8_blockwise(torch.randn(M, K, device="cuda"), block=(1, 128))
-        b, sb = quantize_fp8_blockwise(torch.randn(N, K, device="cuda"), block=(128, 128))
-        sa, sb = sa * torch.rand_like(sa).add(0.5), sb * torch.rand_like(sb).add(0.5)
-        sa = sa.t().contiguous().t()
-        ref = ((a.double() * sa.double().repeat_interleave(128, 1))
-               @ (b.double() * sb.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:N]).t())
+        inp, ref = blockscaled_inputs(M, N, K)
         flops = 2 * M * N * K
         results = []
         for s in candidates(M, smem_limit):
-            out = torch.full((M, N), float("nan"), dtype=BF16, device="cuda")
-            blockscaled_matmul(a, b, sa, sb, s, out=out)
-            err = ((out.double() - ref).norm() / ref.norm()).item()
-            ms = triton.testing.do_bench(lambda: blockscaled_matmul(a, b, sa, sb, s, out=out), warmup=10, rep=40)
+            def fn(i, s=s):
+                return blockscaled_matmul(i.a, i.w, i.scale_a_mn, i.scale_b, s, out=i.out)
+
+            err = check(fn, inp, ref, FP8, f"{s} {M}x{N}x{K}")
+            ms = triton.testing.do_bench(lambda: fn(inp), warmup=10, rep=40)
             results.append({"tile": f"{s.block_m}x{s.block_n}/{s.num_stages}", "pow2": s.has_pow2_block_n,
                             "tflops": flops / ms / 1e9, "rel_err": err})
         try:
-            ms = triton.testing.do_bench(lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb.t(),
-                                                                  out_dtype=BF16), warmup=10, rep=40)
+            ms = triton.testing.do_bench(lambda: cublas_blockwise(inp), warmup=10, rep=40)
             cublas = flops / ms / 1e9
         except RuntimeError:  # cuBLAS has no block-wise kernel for the shape
             cublas = None
         results.sort(key=lambda r: -r["tflops"])
         rows.append({"M": M, "N": N, "K": K, "cublas_blockwise_tflops": cublas, "results": results})
-        bad = [r["tile"] for r in results if not r["rel_err"] < 1e-2]
         print(f"{M}x{N}x{K}: cuBLAS {cublas or 0:.0f} | " + "  ".join(f"{r['tflops']:.0f}@{r['tile']}"
-                                                                    for r in results[:6])
-              + (f" | BAD {bad}" if bad else ""), flush=True)
+                                                                    for r in results[:6]), flush=True)
     with open(args.out, "w") as f:
         json.dump({"gpu": torch.cuda.get_device_name(), "sms": sms, "smem_limit": smem_limit, "rows": rows}, f,
                   indent=1)

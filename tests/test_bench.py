@@ -538,3 +538,19 @@ def test_deepgemm_table_sits_beside_the_published_figures():
     assert "## DeepGEMM's shape table" not in bench.markdown([_synthetic_run()])
     assert len(bench.DEEPGEMM_H800_TFLOPS) == 18
     assert set(bench.DEEPGEMM_H800_TFLOPS) == set(bench.SHAPE_SETS["fp8-blockscaled"])
+
+
+def test_blockscaled_inputs_and_reference():
+    """blockscaled_inputs: e4m3 operands with non-unit block scales (A's also outer-dim-major),
+    and a reference equal to the float64 product of the dequantised operands."""
+    from tlgemm.bench import blockscaled_inputs
+    from tlgemm.testing import relative_error
+
+    N = 200
+    inp, ref = blockscaled_inputs(5, N, 256, device="cpu")
+    assert inp.a.dtype == inp.w.dtype == torch.float8_e4m3fn and inp.scale_b.shape == (2, 2)
+    assert torch.equal(inp.scale_a_mn, inp.scale_a) and inp.scale_a_mn.stride(0) == 1
+    assert not torch.all(inp.scale_a == 1) and not torch.all(inp.scale_b == 1)
+    a64 = inp.a.double() * inp.scale_a.double().repeat_interleave(128, 1)
+    w64 = inp.w.double() * inp.scale_b.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:N]
+    assert relative_error(a64 @ w64.T, ref) < 1e-6  # dequantisation rounds to float32

@@ -400,6 +400,20 @@ def reference(case: Case, inp: Inputs) -> torch.Tensor:
     return reference_gemm(inp.a, inp.w.t(), scale_a=inp.scale_a, scale_b=inp.scale_b)
 
 
+def blockscaled_inputs(M: int, N: int, K: int, *, seed: int = 0, device="cuda") -> tuple[Inputs, torch.Tensor]:
+    """One fp8-block input set of C[M, N] = A · Wᵀ (``make_inputs``) and its float64
+    ``reference``: what the focused block-scaled scripts in benchmarks/ measure on."""
+    case = Case("fp8-blockscaled", "fp8-block", M, N, K)
+    inp = make_inputs(case, 1, seed, device)[0]
+    return inp, reference(case, inp)
+
+
+def cublas_blockwise(i: Inputs, out_dtype=torch.bfloat16, out=None) -> torch.Tensor:
+    """cuBLAS's DeepSeek-style block-scaled FP8 GEMM on an fp8-block input set:
+    torch._scaled_mm with A's 1x128 scales outer-dim-major and W's 128x128 ones."""
+    return torch._scaled_mm(i.a, i.w.t(), scale_a=i.scale_a_mn, scale_b=i.scale_b.t(), out_dtype=out_dtype, out=out)
+
+
 def rotation_sets(set_bytes: int, l2_bytes: int, free_bytes: int, *, lo: int = 2, hi: int = 8) -> int:
     """Input sets to rotate: enough that together they are 4x the L2 (between lo and hi), but
     using at most a quarter of the free device memory."""
@@ -496,8 +510,7 @@ class Cublas(Impl):
         dt = DTYPES[case.dtype]
         if dt.blockscaled:
             def fn(i):
-                return torch._scaled_mm(i.a, i.w.t(), scale_a=i.scale_a_mn, scale_b=i.scale_b.t(),
-                                        out_dtype=dt.torch_out, out=i.out)
+                return cublas_blockwise(i, dt.torch_out, i.out)
             info = "torch._scaled_mm, 1x128 / 128x128 block scales"
         elif dt.in_bytes == 1:
             def fn(i):

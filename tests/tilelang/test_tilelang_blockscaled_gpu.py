@@ -20,17 +20,27 @@ def _scales(shape, generator):
     return (torch.rand(shape, generator=generator) * 2 + 0.05).to(DEV)
 
 
+def _problem(generator, M, N, K):
+    """Random a [M, K], b [N, K] (e4m3) and non-unit scales sa [M, K/128], sb [ceil(N/128), K/128]."""
+    a = random_operand((M, K), FP8, generator=generator, device=DEV)
+    b = random_operand((N, K), FP8, generator=generator, device=DEV)
+    return a, b, _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
+
+
+def _expected(a, b, sa, sb, bias=None):
+    """The float64 reference on the dequantised operands."""
+    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
+    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
+    return reference_gemm(a64, b64.T, bias=bias)
+
+
 @pytest.mark.parametrize("N, K", DEEPSEEK_NK, ids=str)
 @pytest.mark.parametrize("M", [1, 65, 1000])
 def test_matches_reference_and_triton(generator, M, N, K):
-    a = random_operand((M, K), FP8, generator=generator, device=DEV)
-    b = random_operand((N, K), FP8, generator=generator, device=DEV)
-    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
+    a, b, sa, sb = _problem(generator, M, N, K)
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, sa, sb, out=out)
-    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
-    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
-    assert_gemm_close(out, reference_gemm(a64, b64.T), FP8, what=f"{M}x{N}x{K} vs reference")
+    assert_gemm_close(out, _expected(a, b, sa, sb), FP8, what=f"{M}x{N}x{K} vs reference")
     other = TR.blockscaled_matmul(a, b, sa, sb)
     assert_gemm_close(out, other.double(), FP8, what=f"{M}x{N}x{K} vs Triton")
 
@@ -40,13 +50,9 @@ def test_matches_reference_and_triton(generator, M, N, K):
 def test_few_k_blocks_and_ragged_n(generator, M, N, K, out_dtype):
     """One and three K blocks (the consumer loop's tails), and N whose output rows are not
     16-byte aligned (C through a padded temporary)."""
-    a = random_operand((M, K), FP8, generator=generator, device=DEV)
-    b = random_operand((N, K), FP8, generator=generator, device=DEV)
-    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
+    a, b, sa, sb = _problem(generator, M, N, K)
     out = blockscaled_matmul(a, b, sa, sb, out_dtype=out_dtype)
-    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
-    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
-    assert_gemm_close(out, reference_gemm(a64, b64.T), FP8)
+    assert_gemm_close(out, _expected(a, b, sa, sb), FP8)
 
 
 @pytest.mark.parametrize("block_m, block_n, warpgroups", [(128, 160, 2), (128, 192, 2), (128, 112, 2), (64, 48, 1),
@@ -59,14 +65,10 @@ def test_non_power_of_two_block_n(generator, block_m, block_n, warpgroups, M, N,
 
     schedule = Schedule(block_m=block_m, block_n=block_n, block_k=128, num_stages=4,
                         num_warpgroups=warpgroups).persistent()
-    a = random_operand((M, K), FP8, generator=generator, device=DEV)
-    b = random_operand((N, K), FP8, generator=generator, device=DEV)
-    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
+    a, b, sa, sb = _problem(generator, M, N, K)
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, sa, sb, schedule, out=out)
-    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
-    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
-    assert_gemm_close(out, reference_gemm(a64, b64.T), FP8, what=f"{schedule} vs reference")
+    assert_gemm_close(out, _expected(a, b, sa, sb), FP8, what=f"{schedule} vs reference")
     assert_gemm_close(out, TR.blockscaled_matmul(a, b, sa, sb).double(), FP8, what=f"{schedule} vs Triton")
 
 
@@ -79,15 +81,11 @@ def test_swap_ab(generator, block_n, M, N, K):
 
     schedule = Schedule(block_m=64, block_n=block_n, block_k=128, num_stages=6,
                         num_warpgroups=1).persistent().swap_ab()
-    a = random_operand((M, K), FP8, generator=generator, device=DEV)
-    b = random_operand((N, K), FP8, generator=generator, device=DEV)
-    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
+    a, b, sa, sb = _problem(generator, M, N, K)
     bias = torch.randn(N, generator=generator).to(DEV)
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, sa, sb, schedule, out=out, bias=bias)
-    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
-    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
-    assert_gemm_close(out, reference_gemm(a64, b64.T, bias=bias), FP8, what=f"{schedule} vs reference")
+    assert_gemm_close(out, _expected(a, b, sa, sb, bias=bias), FP8, what=f"{schedule} vs reference")
     other = TR.blockscaled_matmul(a, b, sa, sb, bias=bias)
     assert_gemm_close(out, other.double(), FP8, what=f"{schedule} vs Triton")
 
@@ -109,9 +107,7 @@ def test_swap_ab_batched_and_128_row_tiles(generator, out_dtype):
         out = poisoned((batch, M, N), out_dtype, DEV)
         blockscaled_bmm(x, y, xs, ys, schedule, out=out)
         for i in range(batch):
-            a64 = dequantize_fp8_blockwise(x[i], xs[i], (1, 128)).double()
-            b64 = dequantize_fp8_blockwise(y[i], ys[i], (128, 128)).double()
-            assert_gemm_close(out[i], reference_gemm(a64, b64.T), FP8, what=f"{schedule} batch {i}")
+            assert_gemm_close(out[i], _expected(x[i], y[i], xs[i], ys[i]), FP8, what=f"{schedule} batch {i}")
 
 
 @pytest.mark.parametrize("raster", ["m", "n"])
@@ -125,15 +121,11 @@ def test_clusters(generator, raster, M, N, K):
 
     schedule = Schedule(block_m=128, block_n=128, block_k=128, num_stages=4, num_warpgroups=2,
                         raster=raster).persistent(7).cluster(2)
-    a = random_operand((M, K), FP8, generator=generator, device=DEV)
-    b = random_operand((N, K), FP8, generator=generator, device=DEV)
-    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
+    a, b, sa, sb = _problem(generator, M, N, K)
     bias = torch.randn(N, generator=generator).to(DEV)
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, sa, sb, schedule, out=out, bias=bias)
-    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
-    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
-    assert_gemm_close(out, reference_gemm(a64, b64.T, bias=bias), FP8, what=f"{schedule} vs reference")
+    assert_gemm_close(out, _expected(a, b, sa, sb, bias=bias), FP8, what=f"{schedule} vs reference")
     assert_gemm_close(out, TR.blockscaled_matmul(a, b, sa, sb, bias=bias).double(), FP8, what=f"{schedule} vs Triton")
 
 
@@ -148,17 +140,13 @@ def test_token_scales_by_tma(generator, M, swap):
     N, K = 1000, 640
     schedule = (Schedule(block_m=64, block_n=48, block_k=128, num_stages=4, num_warpgroups=1).persistent().swap_ab()
                 if swap else None)
-    a = random_operand((M, K), FP8, generator=generator, device=DEV)
-    b = random_operand((N, K), FP8, generator=generator, device=DEV)
-    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
+    a, b, sa, sb = _problem(generator, M, N, K)
     padded = torch.zeros((K // 128, M + (-M) % 4 + 8), device=DEV)[:, 4:M + 4]
     padded.copy_(sa.T)
     assert launch._tma_token_scales(padded.T) and not launch._tma_token_scales(sa)
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, padded.T, sb, schedule, out=out)
-    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
-    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
-    assert_gemm_close(out, reference_gemm(a64, b64.T), FP8, what="TMA scales vs reference")
+    assert_gemm_close(out, _expected(a, b, sa, sb), FP8, what="TMA scales vs reference")
     if M <= 128:  # a row-major scale_a is read in place by cp.async (larger M copies it for TMA)
         assert torch.equal(out, blockscaled_matmul(a, b, sa, sb, schedule))
 
@@ -172,28 +160,20 @@ def test_swap_ab_in_clusters(generator, M):
     N, K = 2112, 512
     schedule = Schedule(block_m=64, block_n=32, block_k=128, num_stages=6,
                         num_warpgroups=1).persistent(9).swap_ab().cluster(2)
-    a = random_operand((M, K), FP8, generator=generator, device=DEV)
-    b = random_operand((N, K), FP8, generator=generator, device=DEV)
-    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
+    a, b, sa, sb = _problem(generator, M, N, K)
     bias = torch.randn(N, generator=generator).to(DEV)
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, sa, sb, schedule, out=out, bias=bias)
-    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
-    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
-    assert_gemm_close(out, reference_gemm(a64, b64.T, bias=bias), FP8, what=f"{schedule} vs reference")
+    assert_gemm_close(out, _expected(a, b, sa, sb, bias=bias), FP8, what=f"{schedule} vs reference")
 
 
 def test_bias_and_fp32_output(generator):
     M, N, K = 333, 512, 1024
-    a = random_operand((M, K), FP8, generator=generator, device=DEV)
-    b = random_operand((N, K), FP8, generator=generator, device=DEV)
-    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
+    a, b, sa, sb = _problem(generator, M, N, K)
     bias = torch.randn(N, generator=generator).to(DEV)
     out = poisoned((M, N), torch.float32, DEV)
     blockscaled_matmul(a, b, sa, sb, out=out, bias=bias)
-    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
-    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
-    assert_gemm_close(out, reference_gemm(a64, b64.T, bias=bias), FP8)
+    assert_gemm_close(out, _expected(a, b, sa, sb, bias=bias), FP8)
 
 
 @pytest.mark.parametrize("M", [256, 333])
@@ -208,9 +188,7 @@ def test_scales_in_either_orientation(generator, M):
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, sa.t().contiguous().t(), sb.t().contiguous().t(), out=out)
     assert torch.equal(out, dense)
-    a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
-    b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
-    assert_gemm_close(out, reference_gemm(a64, b64.T), FP8)
+    assert_gemm_close(out, _expected(a, b, sa, sb), FP8)
 
 
 @pytest.mark.parametrize("batch, M, N, K", [(3, 65, 2112, 512), (2, 1, 256, 1024), (4, 300, 384, 256)], ids=str)
@@ -225,9 +203,7 @@ def test_batched_matches_reference_and_triton(generator, batch, M, N, K):
     out = poisoned((batch, M, N), torch.bfloat16, DEV)
     assert blockscaled_bmm(x, y, xs, ys, out=out, bias=bias) is out
     for i in range(batch):
-        a64 = dequantize_fp8_blockwise(x[i], xs[i], (1, 128)).double()
-        b64 = dequantize_fp8_blockwise(y[i], ys[i], (128, 128)).double()
-        assert_gemm_close(out[i], reference_gemm(a64, b64.T, bias=bias), FP8, what=f"batch {i} vs reference")
+        assert_gemm_close(out[i], _expected(x[i], y[i], xs[i], ys[i], bias), FP8, what=f"batch {i} vs reference")
     other = TR.blockscaled_bmm(x, y, xs, ys, bias=bias)
     assert_gemm_close(out, other.double(), FP8, what="vs Triton")
 
@@ -242,10 +218,7 @@ def test_repeat_calls_reuse_the_launch_only_for_their_signature(generator):
 
     def check(a, sa, **kwargs):
         out = blockscaled_matmul(a, b, sa, sb, **kwargs)
-        a64 = dequantize_fp8_blockwise(a.contiguous(), sa, (1, 128)).double()
-        b64 = dequantize_fp8_blockwise(b, sb, (128, 128)).double()
-        bias = kwargs.get("bias")
-        assert_gemm_close(out, reference_gemm(a64, b64.T, bias=bias), FP8)
+        assert_gemm_close(out, _expected(a.contiguous(), b, sa, sb, kwargs.get("bias")), FP8)
 
     b = random_operand((N, K), FP8, generator=generator, device=DEV)
     launch._BLOCKSCALED_LAUNCHES.clear()

@@ -47,7 +47,8 @@ from .kernels import KernelSpec, build, schedule_trace_kernel
 
 __all__ = ["matmul", "persistent_matmul", "streamk_matmul", "bmm", "schedule_trace", "kernel_source", "make_spec",
            "cached_launch",
-           "blockscaled_matmul", "blockscaled_bmm", "blockscaled_spec", "default_blockscaled_schedule", "PASS_CONFIGS",
+           "blockscaled_matmul", "blockscaled_bmm", "blockscaled_spec", "default_blockscaled_schedule",
+           "blockscaled_stages_that_fit", "PASS_CONFIGS",
            "BLOCKSCALED_PASS_CONFIGS"]
 
 _WGMMA_INPUT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "tf32",
@@ -593,10 +594,16 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
                 block_n //= 2
         s = Schedule(block_m=block_m, block_n=block_n, block_k=_SCALE_BLOCK,
                      num_stages=_WIDE_STAGES if warpgroups == 2 else 8, num_warpgroups=warpgroups).persistent()
+    return blockscaled_stages_that_fit(s, out_dtype, smem_limit)
+
+
+def blockscaled_stages_that_fit(schedule: Schedule, out_dtype=torch.bfloat16, smem_limit: int = 232448) -> Schedule:
+    """``schedule`` with its stages lowered (down to 2) until the block-scaled kernel's shared
+    memory (``_blockscaled_smem``, e4m3 operands) fits in ``smem_limit``."""
     fp8 = torch.float8_e4m3fn
-    while s.num_stages > 2 and _blockscaled_smem(s, fp8, fp8, out_dtype) > smem_limit:
-        s = s.stages(s.num_stages - 1)
-    return s
+    while schedule.num_stages > 2 and _blockscaled_smem(schedule, fp8, fp8, out_dtype) > smem_limit:
+        schedule = schedule.stages(schedule.num_stages - 1)
+    return schedule
 
 
 @functools.lru_cache(maxsize=None)
@@ -632,19 +639,16 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
 def _tma_token_scales(scale_a) -> bool:
     """Whether a TMA copy can read scale_a's tokens: stored outer-dim-major (tokens
     adjacent), its K-block rows and base 16-byte aligned (CUDA tensor maps, PTX ISA 5.5)."""
-    *lead, M, _ = scale_a.shape
     *lead_strides, token_stride, kb_stride = scale_a.stride()
-    return (M > 1 and token_stride == 1 and all(st % 4 == 0 for st in (*lead_strides, kb_stride))
+    return (scale_a.shape[-2] > 1 and token_stride == 1 and all(st % 4 == 0 for st in (*lead_strides, kb_stride))
             and scale_a.data_ptr() % _TMA_ALIGN == 0)
 
 
 def _token_major_copy(scale_a):
-    """scale_a copied outer-dim-major, each K block's row padded to a multiple of 4 tokens
-    (16 bytes, what a TMA copy needs)."""
-    *lead, M, KB = scale_a.shape
-    rows = torch.empty((*lead, KB, M + (-M) % 4), dtype=scale_a.dtype, device=scale_a.device)[..., :M]
-    rows.copy_(scale_a.mT)
-    return rows.mT
+    """scale_a copied outer-dim-major (``_k_major_copy`` of its transpose), each K block's row
+    padded to a multiple of 4 tokens (16 bytes, what a TMA copy needs)."""
+    M = scale_a.shape[-2]
+    return _k_major_copy(scale_a.mT, (-M) % 4)[..., :M].mT
 
 
 def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched):

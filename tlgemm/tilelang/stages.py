@@ -295,10 +295,6 @@ class GemmContext:
     [k_begin, k_end) of a tile — the producer loads, the consumers multiply.
     """
 
-    #: Threads per consumer warpgroup that arrive on ``empty`` to release a slot: one (wgmma,
-    #: the only reader of the slot, has retired for the whole warpgroup).
-    release_arrivals = 1
-
     def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, accum_dtype: str, out_storage: str,
                  *, a_major="K", b_major="K"):
         if not isinstance(schedule, Schedule):
@@ -340,7 +336,7 @@ class GemmContext:
         self.sum_chunk = T.alloc_fragment((self.block_m, self.store_chunk), self.accum_storage)
         self.acc = T.alloc_fragment((self.block_m, self.block_n), self.accum_storage)
         self.full = T.alloc_barrier([PRODUCER_LANES] * S)
-        releases = em.num_warpgroups * self.release_arrivals * self.cluster_size
+        releases = em.num_warpgroups * self.cluster_size  # one arrival per consumer warpgroup and CTA (``release``)
         self.empty = T.alloc_barrier([releases] * S) if self.cluster_size == 1 else T.alloc_cluster_barrier([releases] * S)
         self.iteration = T.alloc_var("int32", init=0)
         self.tile_m = T.alloc_var("int32", init=0)
@@ -386,8 +382,9 @@ class GemmContext:
         return self.shared[0] == 1
 
     def release(self, slot):
-        """Consumer side: hand ring slot ``slot`` back to the producer (``release_arrivals``
-        threads of each warpgroup arrive). In a cluster the slot goes back to the producers
+        """Consumer side: hand ring slot ``slot`` back to the producer: the first thread of
+        each warpgroup arrives once its wait_group has retired the slot's wgmma, its only
+        reader, for the whole warpgroup. In a cluster the slot goes back to the producers
         of every CTA (remote mbarrier arrive, PTX ISA 9.7.13.15.13): either may multicast
         into it."""
         empty, ranks = self.empty, self.cluster_size
