@@ -3,9 +3,10 @@
     python benchmarks/blockscaled_tiles.py [--out PATH]     (default $OUT/bs_tiles.json, or /tmp)
 
 For each shape: every candidate tile (64-row tiles on one consumer warpgroup for M = 64,
-those and 128-row tiles on two for M = 128, 128-row tiles with block_n 96..192 for large M;
-block_n in steps of 16, powers of two or not), with as many stages (<= 8) as the device's
-shared memory holds and, for 128-row tiles, also 4 (the default's), on tlgemm.bench's
+those and 128-row tiles on two for M = 128, 128-row tiles with block_n 96..192, 224 and 256
+for large M, the last two with their temporary in two parts, 128 and 256 also with raster
+"n"; block_n in steps of 16, powers of two or not), with as many stages (<= 8) as the
+device's shared memory holds and, for 128-row tiles, also 4 (the default's), on tlgemm.bench's
 fp8-block inputs (``blockscaled_inputs``). Each candidate is first checked against the
 float64 reference on a NaN-poisoned output (``tlgemm.bench.check``; a wrong one stops the
 run), then timed with triton.testing.do_bench, beside cuBLAS's block-wise torch._scaled_mm on
@@ -30,9 +31,9 @@ PAIRS = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168),
 SHAPES = [(m, n, k) for n, k in PAIRS for m in (64, 128, 4096)] + [(1000, 2112 + 16 * 7, 384)]
 
 
-def schedules(bm, bn, wg, smem_limit):
+def schedules(bm, bn, wg, smem_limit, raster="m"):
     most = blockscaled_stages_that_fit(Schedule(block_m=bm, block_n=bn, block_k=128, num_stages=8,
-                                                num_warpgroups=wg).persistent(), BF16, smem_limit)
+                                                num_warpgroups=wg, raster=raster).persistent(), BF16, smem_limit)
     return [most.stages(s) for s in sorted({most.num_stages, min(most.num_stages, 4)} if bm == 128
                                            else {most.num_stages})]
 
@@ -43,8 +44,9 @@ def candidates(M, smem_limit):
     elif M <= 128:
         tiles = [(128, bn, 2) for bn in range(16, 193, 16)] + [(64, bn, 1) for bn in (32, 64, 96, 128)]
     else:
-        tiles = [(128, bn, 2) for bn in (96, 112, 128, 144, 160, 176, 192)]
-    return [s for tile in tiles for s in schedules(*tile, smem_limit)]
+        tiles = ([(128, bn, 2) for bn in (96, 112, 128, 144, 160, 176, 192, 224, 256)]
+                 + [(128, bn, 2, "n") for bn in (128, 256)])
+    return [s for tile in tiles for s in schedules(*tile[:3], smem_limit, *tile[3:])]
 
 
 def main():
@@ -66,7 +68,8 @@ def main():
 
             err = check(fn, inp, ref, FP8, f"{s} {M}x{N}x{K}")
             ms = triton.testing.do_bench(lambda: fn(inp), warmup=10, rep=40)
-            results.append({"tile": f"{s.block_m}x{s.block_n}/{s.num_stages}", "pow2": s.has_pow2_block_n,
+            tile = f"{s.block_m}x{s.block_n}/{s.num_stages}" + ("n" if s.raster == "n" else "")
+            results.append({"tile": tile, "pow2": s.has_pow2_block_n,
                             "tflops": flops / ms / 1e9, "rel_err": err})
         try:
             ms = triton.testing.do_bench(lambda: cublas_blockwise(inp), warmup=10, rep=40)

@@ -34,6 +34,18 @@ def _expected(a, b, sa, sb, bias=None):
     return reference_gemm(a64, b64.T, bias=bias)
 
 
+def _check_with_bias(generator, schedule, M, N, K):
+    """``schedule`` on a random problem with a bias along N, the bf16 output poisoned first,
+    against the reference and the Triton kernel."""
+    a, b, sa, sb = _problem(generator, M, N, K)
+    bias = torch.randn(N, generator=generator).to(DEV)
+    out = poisoned((M, N), torch.bfloat16, DEV)
+    blockscaled_matmul(a, b, sa, sb, schedule, out=out, bias=bias)
+    assert_gemm_close(out, _expected(a, b, sa, sb, bias=bias), FP8, what=f"{schedule} vs reference")
+    other = TR.blockscaled_matmul(a, b, sa, sb, bias=bias)
+    assert_gemm_close(out, other.double(), FP8, what=f"{schedule} vs Triton")
+
+
 @pytest.mark.parametrize("N, K", DEEPSEEK_NK, ids=str)
 @pytest.mark.parametrize("M", [1, 65, 1000])
 def test_matches_reference_and_triton(generator, M, N, K):
@@ -72,6 +84,23 @@ def test_non_power_of_two_block_n(generator, block_m, block_n, warpgroups, M, N,
     assert_gemm_close(out, TR.blockscaled_matmul(a, b, sa, sb).double(), FP8, what=f"{schedule} vs Triton")
 
 
+@pytest.mark.parametrize("block_m, block_n, warpgroups", [(128, 256, 2), (128, 224, 2), (64, 256, 1), (128, 208, 2)],
+                         ids=str)
+@pytest.mark.parametrize("M, N, K", [(300, 2112, 512), (65, 1000, 384), (1000, 7168, 128)], ids=str)
+def test_temporary_split_in_parts(generator, block_m, block_n, warpgroups, M, N, K):
+    """Tiles too wide for the result and a whole-tile temporary: each K block as two wgmma
+    batches of block_n / 2 columns into one half-width temporary (``fragments_of``), one
+    staging buffer; ragged M and N, one to four K blocks, a bias; against the reference and
+    the Triton kernel."""
+    from tlgemm.schedules import Schedule
+    from tlgemm.tilelang.stages import BlockScaledContext
+
+    schedule = Schedule(block_m=block_m, block_n=block_n, block_k=128, num_stages=4,
+                        num_warpgroups=warpgroups).persistent()
+    assert BlockScaledContext.fragments_of(schedule) == (1, 2)
+    _check_with_bias(generator, schedule, M, N, K)
+
+
 @pytest.mark.parametrize("block_n", [16, 32, 48, 64])
 @pytest.mark.parametrize("M, N, K", [(1, 2112, 512), (7, 1000, 384), (33, 384, 1024), (64, 7168, 256)], ids=str)
 def test_swap_ab(generator, block_n, M, N, K):
@@ -81,13 +110,7 @@ def test_swap_ab(generator, block_n, M, N, K):
 
     schedule = Schedule(block_m=64, block_n=block_n, block_k=128, num_stages=6,
                         num_warpgroups=1).persistent().swap_ab()
-    a, b, sa, sb = _problem(generator, M, N, K)
-    bias = torch.randn(N, generator=generator).to(DEV)
-    out = poisoned((M, N), torch.bfloat16, DEV)
-    blockscaled_matmul(a, b, sa, sb, schedule, out=out, bias=bias)
-    assert_gemm_close(out, _expected(a, b, sa, sb, bias=bias), FP8, what=f"{schedule} vs reference")
-    other = TR.blockscaled_matmul(a, b, sa, sb, bias=bias)
-    assert_gemm_close(out, other.double(), FP8, what=f"{schedule} vs Triton")
+    _check_with_bias(generator, schedule, M, N, K)
 
 
 @pytest.mark.parametrize("out_dtype", [torch.float32, torch.float16], ids=str)
@@ -121,12 +144,7 @@ def test_clusters(generator, raster, M, N, K):
 
     schedule = Schedule(block_m=128, block_n=128, block_k=128, num_stages=4, num_warpgroups=2,
                         raster=raster).persistent(7).cluster(2)
-    a, b, sa, sb = _problem(generator, M, N, K)
-    bias = torch.randn(N, generator=generator).to(DEV)
-    out = poisoned((M, N), torch.bfloat16, DEV)
-    blockscaled_matmul(a, b, sa, sb, schedule, out=out, bias=bias)
-    assert_gemm_close(out, _expected(a, b, sa, sb, bias=bias), FP8, what=f"{schedule} vs reference")
-    assert_gemm_close(out, TR.blockscaled_matmul(a, b, sa, sb, bias=bias).double(), FP8, what=f"{schedule} vs Triton")
+    _check_with_bias(generator, schedule, M, N, K)
 
 
 @pytest.mark.parametrize("M, swap", [(40, True), (256, False), (1001, False)], ids=str)

@@ -172,7 +172,7 @@ def test_blockscaled_kernel_lowers_with_non_power_of_two_block_n(block_n, tempor
     from tlgemm.tilelang.stages import BlockScaledContext
 
     schedule = Schedule(block_m=128, block_n=block_n, block_k=128, num_stages=4, num_warpgroups=2).persistent(132)
-    assert BlockScaledContext.temporaries_of(schedule) == temporaries
+    assert BlockScaledContext.fragments_of(schedule) == (temporaries, 1)
     assert BlockScaledContext.b_scale_width_of(block_n) == width
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
@@ -183,6 +183,47 @@ def test_blockscaled_kernel_lowers_with_non_power_of_two_block_n(block_n, tempor
     assert ("warpgroup_wait<1>" in src) == (temporaries == 2)
     assert f"* {block_n}) % 128)" in src  # the tile's offset into its first scale block selects the B scale
     assert "mma.sync" not in src
+
+
+def test_blockscaled_wide_tile_splits_its_temporary():
+    """128x256 on two warpgroups: each K block as two m64n128 wgmma batches into one
+    half-width temporary, B's descriptor moved 128 rows (16 KiB) for the second, each batch
+    waited for (wait_group 0) and promoted before the next; one staging buffer, so the
+    ring keeps 4 stages in 227 KiB."""
+    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import _blockscaled_smem, blockscaled_spec, blockscaled_stages_that_fit
+    from tlgemm.tilelang.stages import BlockScaledContext
+
+    schedule = blockscaled_stages_that_fit(Schedule(block_m=128, block_n=256, block_k=128, num_stages=4,
+                                                    num_warpgroups=2).persistent(132))
+    assert schedule.num_stages == 4 and BlockScaledContext.store_staging_of(schedule) == (64, 1)
+    assert _blockscaled_smem(schedule, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16) <= 232448
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
+    src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
+    assert set(re.findall(r"wgmma_ss<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
+                          r"tl::DataType::kFloat32, 64, (\d+), 32,", src)) == {"128"}
+    b_offsets = re.findall(r"increase_descriptor_offset<int>\(desc_b\w*, \(*([^;]*)\);", src)
+    assert len(b_offsets) == 2 and b_offsets[1].endswith("+ 16384)") and "16384" not in b_offsets[0], b_offsets
+    assert "warpgroup_wait<1>" not in src and src.count("warpgroup_wait<0>") >= 2
+    assert "mma.sync" not in src
+
+
+def test_default_blockscaled_schedule_takes_the_wide_tile():
+    """128x256 where it measured faster (M = 4096, N a multiple of 256, K >= 1024), 128x128
+    on shapes where it did not (K = 512, N = 2112) or where N and K are not given."""
+    from tlgemm.tilelang.launch import default_blockscaled_schedule
+
+    def tile(M, N=None, K=None):
+        s = default_blockscaled_schedule(M, N=N, K=K)
+        return s.block_m, s.block_n, s.num_stages
+
+    for N, K in ((24576, 1536), (7168, 16384), (4096, 7168), (7168, 2048)):
+        assert tile(4096, N, K) == (128, 256, 4), (N, K)
+    for N, K in ((32768, 512), (2112, 7168)):
+        assert tile(4096, N, K) == (128, 128, 4), (N, K)
+    assert tile(4096) == (128, 128, 4)
+    assert tile(128, 7168, 16384)[:2] == (64, 128)
 
 
 @pytest.mark.parametrize("block_n", [16, 48])
@@ -303,9 +344,8 @@ def test_blockscaled_schedule_rules():
     with pytest.raises(ValueError, match="Stream-K"):
         blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
                          Schedule(block_k=128).persistent().streamk(4), 132)
-    for too_big in (Schedule(block_m=128, block_n=256, block_k=128, num_warpgroups=2),
-                    Schedule(block_m=64, block_n=256, block_k=128), Schedule(block_m=256, block_n=128, block_k=128,
-                                                                             num_warpgroups=2)):
+    for too_big in (Schedule(block_m=128, block_n=256, block_k=128, num_warpgroups=1),
+                    Schedule(block_m=256, block_n=256, block_k=128, num_warpgroups=2)):
         with pytest.raises(ValueError, match="schedule: .* registers per thread"):
             blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, too_big.persistent(), 132)
 

@@ -30,10 +30,11 @@ from tlgemm.tilelang.launch import blockscaled_spec, default_blockscaled_schedul
 from .test_tilelang_lowering import CASES
 
 GMMA = {"persistent-bf16": "HGMMA", "persistent-f16-mn": "HGMMA", "scaled-e4m3": "QGMMA",
-        "streamk-tf32": "HGMMA", "streamk-bf16": "HGMMA", "persistent-int8": "IGMMA", "blockscaled-e4m3": "QGMMA"}
+        "streamk-tf32": "HGMMA", "streamk-bf16": "HGMMA", "persistent-int8": "IGMMA", "blockscaled-e4m3": "QGMMA",
+        "blockscaled-e4m3-wide": "QGMMA"}
 #: Kernels whose producer and consumers run separate branches, so setmaxnreg must hold.
 SEPARATE_BRANCHES = ("persistent-bf16", "persistent-f16-mn", "scaled-e4m3", "streamk-bf16", "persistent-int8",
-                     "blockscaled-e4m3")
+                     "blockscaled-e4m3", "blockscaled-e4m3-wide")
 
 
 def _find_disassembler() -> str | None:
@@ -59,9 +60,11 @@ needs_disassembler = pytest.mark.skipif(not (shutil.which("nvcc") and DISASSEMBL
 
 
 def _source(case: str) -> str:
-    if case == "blockscaled-e4m3":
-        spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
-                                default_blockscaled_schedule(4096), 132)
+    if case.startswith("blockscaled-e4m3"):
+        # "-wide": 128x256, the result and a half-width temporary in 192 registers a thread
+        schedule = (default_blockscaled_schedule(4096, N=7168, K=16384) if case.endswith("-wide")
+                    else default_blockscaled_schedule(4096))
+        spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
         return lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
     a_dtype, b_dtype, out_dtype, schedule, options = CASES[case]
     return kernel_source(512, 512, 512, a_dtype, b_dtype, out_dtype, schedule, **options)

@@ -539,11 +539,15 @@ def schedule_trace(M, N, K, schedule, *, num_sms=None, device="cuda"):
 
 @functools.lru_cache(maxsize=4096)
 def _blockscaled_smem(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
-    """The GEMM's shared memory plus the staged scales (float32, in a ring of stages + 1
-    slots: one per token of the tile and one per 128-block of weight rows it touches)."""
+    """The GEMM's shared memory, with the block-scaled epilogue's staging
+    (``BlockScaledContext.store_staging_of``), plus the staged scales (float32, in a ring of
+    stages + 1 slots: one per token of the tile and one per 128-block of weight rows it touches)."""
     from .stages import BlockScaledContext
 
-    return (shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype)
+    chunk, buffers = schedules.store_staging(schedule.block_n)
+    own_chunk, own_buffers = BlockScaledContext.store_staging_of(schedule)
+    staging_saved = (chunk * buffers - own_chunk * own_buffers) * schedule.block_m * out_dtype.itemsize
+    return (shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype) - staging_saved
             + (schedule.num_stages + 1) * sum(BlockScaledContext.scale_widths_of(schedule)) * 4)
 
 
@@ -556,16 +560,24 @@ _SMALL_M, _WIDE_WAVES = 128, 1.5
 #: Stages of the default's 128-row tiles: 4 beat 5 (by 0-7%) on all six M = 4096 shapes on the H100
 #: once a slot is released before its promotion (benchmarks/results/blockscaled_tiles.md).
 _WIDE_STAGES = 4
+#: The widest tile (its temporary in two parts, ``BlockScaledContext.fragments_of``) and the
+#: least K it is the default for: on the H100 at M = 4096 on DeepGEMM's shapes, 128x256 beat
+#: 128x128 by 8-11% at 24576x1536, 4096x7168 and 7168x2048, was level at 7168x16384 (0.99x in
+#: the sweep, 1.12x in a probe the same day), lost 3% at K = 512 (4 K blocks a tile, the
+#: epilogue's share larger) and 4% at N = 2112 (benchmarks/results/blockscaled_tiles.md).
+_WIDEST_N, _WIDEST_MIN_K = 256, 1024
 
 
 @functools.lru_cache(maxsize=4096)
 def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: int = 232448, *, N: int | None = None,
-                                 num_sms: int = 132, batch: int = 1) -> Schedule:
+                                 num_sms: int = 132, batch: int = 1, K: int | None = None) -> Schedule:
     """The block-scaled kernel's schedule, from benchmarks/results/blockscaled_small_m.md and
     blockscaled_tiles.md (H100): for M <= ``_SWAP_AB_MAX_M`` swap-AB on 64 rows of N by 16 or
     32 tokens; for M <= ``_SMALL_M`` 64-row tiles on one consumer warpgroup unless 128-row
     tiles alone make ``_WIDE_WAVES`` waves; else 128-row tiles on two (two temporaries and
-    the result: 3 · 64 registers per thread at block_n = 128), ``_WIDE_STAGES`` stages.
+    the result: 3 · 64 registers per thread at block_n = 128), ``_WIDE_STAGES`` stages, or
+    when N and K are given, 128x``_WIDEST_N`` tiles where they make at least one wave, pad N
+    no more than 128-column tiles do and K is at least ``_WIDEST_MIN_K``.
     block_k is the 128-deep scale block. Without swap-AB block_n is 128, halved (down to 16) while fewer than
     ``_FILL_FLOOR`` of the ``num_sms`` · waves slots hold a tile and halving fills more, when
     N is given (small M: N / 128 tiles would leave most SMs idle). As many stages (at most 8,
@@ -588,7 +600,11 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         narrow = M <= 64 or (M <= _SMALL_M and known and tiles(128, 128) < _WIDE_WAVES * num_sms)
         block_m, warpgroups = (64, 1) if narrow else (128, 2)
         block_n = 128
-        if known:
+        widest = (known and not narrow and K is not None and K >= _WIDEST_MIN_K
+                  and tiles(block_m, _WIDEST_N) >= num_sms and -(-N // _WIDEST_N) * 2 <= -(-N // 128))
+        if widest:
+            block_n = _WIDEST_N
+        elif known:
             while block_n > 16 and fill(block_m, block_n) < _FILL_FLOOR and fill(block_m, block_n // 2) > fill(
                     block_m, block_n):
                 block_n //= 2
@@ -631,7 +647,7 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
                          "(no Stream-K, split-K or chiplet transform)")
     if schedule.cluster_m > 1 and batched:
         raise ValueError("schedule: the batched block-scaled kernel runs without clusters (cluster_m = 1)")
-    BlockScaledContext.temporaries_of(schedule)  # a tile whose fragments do not fit is a "schedule:" error
+    BlockScaledContext.fragments_of(schedule)  # a tile whose fragments do not fit is a "schedule:" error
     return BlockScaledSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], _STORAGE[out_dtype], schedule, num_sms,
                            None if bias_dtype is None else _STORAGE[bias_dtype], batched, tma_token_scales)
 
@@ -685,7 +701,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     if num_sms is not None:
         sms = num_sms
     if schedule is None:
-        schedule = default_blockscaled_schedule(M, out_dtype, smem_limit, N=N, num_sms=sms,
+        schedule = default_blockscaled_schedule(M, out_dtype, smem_limit, N=N, K=K, num_sms=sms,
                                                 batch=batch[0] if batch else 1)
     elif schedule.num_sms is not None:
         sms = schedule.num_sms

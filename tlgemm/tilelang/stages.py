@@ -680,10 +680,16 @@ class BlockScaledContext(GemmContext):
     with it (``Schedule.is_swap_ab``, small M) the kernel computes Cᵀ =
     B · Aᵀ: the 64-row WGMMA side runs over N, the tokens are the columns (WGMMA N down to
     16), and the tile is stored transposed into C. With two temporaries
-    (``temporaries_of``), K block k + 1's wgmma is issued before K block k is promoted, so
+    (``fragments_of``), K block k + 1's wgmma is issued before K block k is promoted, so
     the tensor cores work during the promotion (``wgmma.wait_group 1`` retires only the
     older batch, PTX ISA 9.7.15.5.2); with one (wide tiles), each K block's wgmma is waited
-    for before its promotion, and the other consumer warpgroup's wgmma fills the gap."""
+    for before its promotion, and the other consumer warpgroup's wgmma fills the gap (making
+    the two take turns to issue, CUTLASS's ping-pong order, measured 1-5% slower at 128x256
+    on the H100, benchmarks/results/blockscaled_tiles.md). The
+    widest tiles (e.g. 128x256 on two warpgroups) split the temporary along N into
+    ``parts``: each K block runs as ``parts`` wgmma batches of block_n / parts columns
+    (``part_emitter``, B's rows of that part), each promoted into its columns of the result
+    before the next is issued, so the result and one part-wide temporary fit the budget."""
 
     #: float32 registers per consumer thread for the result and its temporaries. ptxas spilled
     #: and serialised the wgmma (warning C7512) at 128x256 with two temporaries (384).
@@ -697,7 +703,10 @@ class BlockScaledContext(GemmContext):
         self.swap_ab = schedule.is_swap_ab
         self.store_transposed = self.swap_ab
         self.row_width, self.col_width = self.scale_widths_of(schedule)
-        self.temporaries = self.temporaries_of(schedule)
+        self.temporaries, self.parts = self.fragments_of(schedule)
+        self.part_n = self.block_n // self.parts
+        self.store_chunk, self.store_buffers = self.store_staging_of(schedule)
+        self.part_emitter = self.emitter if self.parts == 1 else self._part_emitter(a_dtype, b_dtype)
 
     @classmethod
     def scale_widths_of(cls, schedule: Schedule) -> tuple[int, int]:
@@ -709,17 +718,53 @@ class BlockScaledContext(GemmContext):
         return -(-schedule.block_m // 32) * 32, cls.b_scale_width_of(schedule.block_n)
 
     @classmethod
-    def temporaries_of(cls, schedule: Schedule) -> int:
-        """Temporary accumulators per consumer: two while the result and two temporaries fit
-        in ``fragment_registers``, else one (block_n up to 192 on 64 rows per warpgroup)."""
-        per_fragment = schedule.block_m * schedule.block_n // (128 * schedule.num_warpgroups)
+    def fragments_of(cls, schedule: Schedule) -> tuple[int, int]:
+        """(temporaries, parts): two whole-tile temporary accumulators per consumer while they
+        and the result fit in ``fragment_registers``, else one (block_n up to 192 on 64 rows
+        per warpgroup), else one of block_n / 2 columns (``parts`` = 2: block_n up to 256 on
+        64 rows per warpgroup; the warpgroups must then split the tile along M, so that a
+        part's columns are the same threads' in the temporary and in the result)."""
+        wgs = schedule.num_warpgroups
+        per_fragment = schedule.block_m * schedule.block_n // (128 * wgs)
         for temporaries in (2, 1):
             if (1 + temporaries) * per_fragment <= cls.fragment_registers:
-                return temporaries
-        raise ValueError(f"schedule: a {schedule.block_m}x{schedule.block_n} tile on {schedule.num_warpgroups} "
-                         f"consumer warpgroup(s) needs {2 * per_fragment} float32 registers per thread for the "
-                         f"result and one temporary, more than {cls.fragment_registers} (ptxas would spill and "
-                         "serialise the wgmma); block_n at most 192 per 64 rows of a warpgroup")
+                return temporaries, 1
+        along_m = schedule.block_m % (64 * wgs) == 0
+        if along_m and schedule.block_n % 16 == 0 and per_fragment * 3 // 2 <= cls.fragment_registers:
+            return 1, 2
+        raise ValueError(f"schedule: a {schedule.block_m}x{schedule.block_n} tile on {wgs} consumer warpgroup(s) "
+                         f"needs {per_fragment * 3 // 2} float32 registers per thread for the result and a half-width "
+                         f"temporary, more than {cls.fragment_registers} (ptxas would spill and serialise the wgmma); "
+                         "block_n at most 256 per 64 rows of a warpgroup, the warpgroups splitting block_m")
+
+    @classmethod
+    def store_staging_of(cls, schedule: Schedule) -> tuple[int, int]:
+        """The epilogue's (chunk columns, buffers): ``store_staging``'s, but one buffer for a
+        tile split into parts, whose operand ring is wide (at 128x256, two buffers and the
+        scales would leave room for only 3 stages of the ring instead of 4)."""
+        chunk, buffers = store_staging(schedule.block_n)
+        return (chunk, 1) if cls.fragments_of(schedule)[1] > 1 else (chunk, buffers)
+
+    def _part_emitter(self, a_dtype: str, b_dtype: str) -> WGMMAEmitter:
+        """The emitter of a [block_m, block_n / parts] part of the tile: A's tile as the whole
+        one's, B's rows of a part a [block_n / parts, block_k] tile of the same K-major
+        swizzled layout (one descriptor form, PTX ISA 9.7.15.5.1, "Matrix Descriptor
+        Format"), each part starting on a whole 8-row swizzle-atom group (``part_offset``)."""
+        em = self.emitter
+        part = WGMMAEmitter(a_dtype, b_dtype, "f32", block_m=self.block_m, block_n=self.part_n,
+                            block_k=self.block_k, warpgroups_m=em.warpgroups_m, warpgroups_n=em.warpgroups_n)
+        full, half = em.b_params, part.b_params
+        same = (half.swizzle, half.leading_byte_offset, half.stride_byte_offset, half.major) == (
+            full.swizzle, full.leading_byte_offset, full.stride_byte_offset, full.major)
+        if not same:
+            raise ValueError(f"schedule: a {self.part_n}-column part of B's {self.block_n}-row tile is not a "
+                             "sub-tile of the same descriptor form")
+        return part
+
+    def part_offset(self, part: int) -> int:
+        """Byte offset of part ``part``'s B rows in B's ring slot (PTX ISA 9.7.15.5.1:
+        K-major rows in groups of 8, ``stride_byte_offset`` apart)."""
+        return self.emitter.b_params.atom_offset(part * self.part_n, 0)
 
     @staticmethod
     def b_scale_width_of(block: int) -> int:
@@ -731,11 +776,11 @@ class BlockScaledContext(GemmContext):
 
     def allocate(self):
         super().allocate(registers=False)
-        S, em = self.num_stages, self.emitter
-        self.tmp = tuple(T.alloc_fragment((self.block_m, self.block_n), "float32") for _ in range(self.temporaries))
+        S = self.num_stages
+        self.tmp = tuple(T.alloc_fragment((self.block_m, self.part_n), "float32") for _ in range(self.temporaries))
         self.row_scales = T.alloc_shared((S + 1, self.row_width), "float32")
         self.col_scales = T.alloc_shared((S + 1, self.col_width), "float32")
-        T.annotate_layout({t: em.accum_layout() for t in self.tmp})
+        T.annotate_layout({t: self.part_emitter.accum_layout() for t in self.tmp})
 
     def produce_blockscaled(self, tensorA: InputView, tensorB: InputView, scales: GroupScaleView, tile: Tile,
                             k_begin, k_end, shared=None):
@@ -787,8 +832,8 @@ class BlockScaledContext(GemmContext):
         (offset + p) // 128, offset being the tile's start modulo 128 (p // 128 when the
         side's extent is a power of two: every tile then starts on a 128 boundary or lies
         inside one block)."""
-        S, bm, bn = self.num_stages, self.block_m, self.block_n
-        em, it = self.emitter, self.iteration
+        S, bm, bn, parts, width = self.num_stages, self.block_m, self.block_n, self.parts, self.part_n
+        em, it = self.part_emitter, self.iteration
         a_smem, b_smem, full, acc, tmp = self.a_smem, self.b_smem, self.full, self.acc, self.tmp
         row_scales, col_scales, a_bytes, b_bytes = self.row_scales, self.col_scales, self.a_bytes, self.b_bytes
         swap = self.swap_ab
@@ -808,10 +853,11 @@ class BlockScaledContext(GemmContext):
             return row_scales[slot, i] * per_block(col_scales, slot, j, bn, self.col_width, tile.n0)
 
         @T.macro
-        def issue(t, it):
-            T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
-            em.ss(a_smem, b_smem, t, clear_accum=True, wait=None,
-                  a_stage_offset=_slot(it, S) * a_bytes, b_stage_offset=_slot(it, S) * b_bytes)
+        def issue(t, it, part: int = 0):
+            if part == 0:
+                T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
+            em.ss(a_smem, b_smem, t, clear_accum=True, wait=None, a_stage_offset=_slot(it, S) * a_bytes,
+                  b_stage_offset=_slot(it, S) * b_bytes + self.part_offset(part))
 
         @T.macro
         def retire(it, pending: int):
@@ -819,9 +865,10 @@ class BlockScaledContext(GemmContext):
             self.release(_slot(it, S))
 
         @T.macro
-        def promote(t, it):
-            for i, j in T.Parallel(bm, bn):
-                acc[i, j] = acc[i, j] + t[i, j] * factor(_slot(it, S + 1), i, j)
+        def promote(t, it, part: int = 0):
+            for i, j in T.Parallel(bm, width):
+                acc[i, part * width + j] = acc[i, part * width + j] + t[i, j] * factor(_slot(it, S + 1), i,
+                                                                                      part * width + j)
 
         @T.macro
         def _consume_overlapped(it):
@@ -851,9 +898,13 @@ class BlockScaledContext(GemmContext):
         def _consume_serial(it):
             T.clear(acc)
             for _ in T.serial(k_end - k_begin):
-                issue(tmp[0], it)
-                retire(it, 0)
-                promote(tmp[0], it)
+                for part in list(range(parts)):
+                    issue(tmp[0], it, part)
+                    if part == parts - 1:
+                        retire(it, 0)
+                    else:
+                        em.wait(0)
+                    promote(tmp[0], it, part)
                 it += 1
 
         return _consume_overlapped(it) if self.temporaries == 2 else _consume_serial(it)
