@@ -187,9 +187,9 @@ def test_blockscaled_kernel_lowers_with_non_power_of_two_block_n(block_n, tempor
 
 def test_blockscaled_wide_tile_splits_its_temporary():
     """128x256 on two warpgroups: each K block as two m64n128 wgmma batches into one
-    half-width temporary, B's descriptor moved 128 rows (16 KiB) for the second, each batch
-    waited for (wait_group 0) and promoted before the next; one staging buffer, so the
-    ring keeps 4 stages in 227 KiB."""
+    half-width temporary, A from registers (RS, copied once per K block), B's descriptor moved
+    128 rows (16 KiB) for the second, each batch waited for (wait_group 0) and promoted
+    before the next; one staging buffer, so the ring keeps 4 stages in 227 KiB."""
     from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
     from tlgemm.tilelang.kernels import blockscaled_gemm
     from tlgemm.tilelang.launch import _blockscaled_smem, blockscaled_spec, blockscaled_stages_that_fit
@@ -201,8 +201,9 @@ def test_blockscaled_wide_tile_splits_its_temporary():
     assert _blockscaled_smem(schedule, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16) <= 232448
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
     src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
-    assert set(re.findall(r"wgmma_ss<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
-                          r"tl::DataType::kFloat32, 64, (\d+), 32,", src)) == {"128"}
+    assert set(re.findall(r"wgmma_rs<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
+                          r"tl::DataType::kFloat32, 64, (\d+), 32,", src)) == {"128"} and "wgmma_ss" not in src
+    assert len(re.findall(r"\*\(fp8_e4_4_t\*\)\(v_\d+ \+ \(i_\d+ \* 4\)\) = ", src)) == 1  # A: 16 x 4 bytes a thread
     b_offsets = re.findall(r"increase_descriptor_offset<int>\(desc_b\w*, \(*([^;]*)\);", src)
     assert len(b_offsets) == 2 and b_offsets[1].endswith("+ 16384)") and "16384" not in b_offsets[0], b_offsets
     assert "warpgroup_wait<1>" not in src and src.count("warpgroup_wait<0>") >= 2
