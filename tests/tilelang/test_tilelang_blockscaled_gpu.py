@@ -101,6 +101,28 @@ def test_temporary_split_in_parts(generator, block_m, block_n, warpgroups, M, N,
     _check_with_bias(generator, schedule, M, N, K)
 
 
+@pytest.mark.parametrize("block_n, swap, streamk_tiles", [(64, False, 10**6), (48, False, 3), (16, True, 10**6),
+                                                           (32, True, 2)], ids=str)
+@pytest.mark.parametrize("M, N, K", [(1, 2112, 7168), (7, 1000, 384), (64, 4096, 7168), (100, 2112, 512),
+                                     (128, 7168, 128)], ids=str)
+def test_streamk(generator, block_n, swap, streamk_tiles, M, N, K):
+    """Stream-K (all tiles, or the last few after whole ones): K ranges split between
+    programs, partial results published and summed by each tile's owner; plain and swap-AB
+    64-row tiles, ragged M and N, one K block to 56, a bias; against the reference and the
+    Triton kernel, and a second launch on the same stream (its fix-up flags reset by the
+    first) bitwise equal to the first."""
+    from tlgemm.schedules import Schedule
+
+    schedule = Schedule(block_m=64, block_n=block_n, block_k=128, num_stages=8, num_warpgroups=1).persistent()
+    schedule = (schedule.swap_ab() if swap else schedule).streamk(streamk_tiles)
+    _check_with_bias(generator, schedule, M, N, K)
+    a, b, sa, sb = _problem(generator, M, N, K)
+    first, second = (blockscaled_matmul(a, b, sa, sb, schedule, out=poisoned((M, N), torch.bfloat16, DEV))
+                     for _ in range(2))
+    assert_gemm_close(first, _expected(a, b, sa, sb), FP8, what=f"{schedule} vs reference")
+    assert torch.equal(first, second), f"{schedule}: two launches differ"
+
+
 @pytest.mark.parametrize("block_n", [16, 32, 48, 64])
 @pytest.mark.parametrize("M, N, K", [(1, 2112, 512), (7, 1000, 384), (33, 384, 1024), (64, 7168, 256)], ids=str)
 def test_swap_ab(generator, block_n, M, N, K):

@@ -210,6 +210,24 @@ def test_blockscaled_wide_tile_splits_its_temporary():
     assert "mma.sync" not in src
 
 
+def test_blockscaled_streamk_lowers():
+    """Stream-K on 64x64 tiles: all 132 programs launched, a program publishes its partial
+    result (release store of its flag) and a tile's owner spins on the later programs' flags
+    (acquire loads), resetting each; the whole-tile kernel takes no such workspace."""
+    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import blockscaled_spec
+
+    schedule = Schedule(block_m=64, block_n=64, block_k=128, num_stages=8, num_warpgroups=1).persistent(132)
+    for streamk in (True, False):
+        spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
+                                schedule.streamk(33) if streamk else schedule, 132)
+        src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
+        assert (re.search(r"AtomicStore\(\(&\(flags\[", src) is not None) == streamk
+        assert (re.search(r"AtomicLoad\(\(&\(flags\[", src) is not None) == streamk
+        assert "mma.sync" not in src
+
+
 def test_default_blockscaled_schedule_takes_the_wide_tile():
     """128x256 where it measured faster (M = 4096, N a multiple of 256, K >= 1024), 128x128
     on shapes where it did not (K = 512, N = 2112) or where N and K are not given."""
@@ -225,6 +243,19 @@ def test_default_blockscaled_schedule_takes_the_wide_tile():
         assert tile(4096, N, K) == (128, 128, 4), (N, K)
     assert tile(4096) == (128, 128, 4)
     assert tile(128, 7168, 16384)[:2] == (64, 128)
+
+
+def test_default_blockscaled_schedule_streams_few_tiles():
+    """Stream-K over all tiles where 64x64 tiles fill at most half the SMs (N = 2112 at M up
+    to 128, K >= 1024): swap-AB's tiles for M <= 32, 64x64 above; whole tiles where they fill
+    the SMs, K is short, or the call is batched."""
+    from tlgemm.tilelang.launch import default_blockscaled_schedule
+
+    for M, swap, block_n, tiles in ((16, True, 16, 33), (64, False, 64, 33), (128, False, 64, 66)):
+        s = default_blockscaled_schedule(M, N=2112, K=7168)
+        assert (s.is_swap_ab, s.block_m, s.block_n, s.streamk_tiles) == (swap, 64, block_n, tiles), (M, s)
+    for M, N, K, batch in ((128, 4096, 7168, 1), (64, 7168, 2048, 1), (64, 2112, 512, 1), (64, 2112, 7168, 2)):
+        assert default_blockscaled_schedule(M, N=N, K=K, batch=batch).streamk_tiles == 0, (M, N, K, batch)
 
 
 @pytest.mark.parametrize("block_n", [16, 48])
@@ -342,9 +373,17 @@ def test_blockscaled_schedule_rules():
 
     with pytest.raises(ValueError, match="block_k must be 128"):
         blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, Schedule(block_k=64), 132)
-    with pytest.raises(ValueError, match="Stream-K"):
+    with pytest.raises(ValueError, match="split-K"):
         blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
-                         Schedule(block_k=128).persistent().streamk(4), 132)
+                         Schedule(block_k=128).persistent().splitk(2), 132)
+    for streamk_too_big in (Schedule(block_m=128, block_n=64, block_k=128, num_warpgroups=2),
+                            Schedule(block_m=64, block_n=128, block_k=128, num_warpgroups=1)):
+        with pytest.raises(ValueError, match="Stream-K block-scaled kernel runs on one consumer warpgroup"):
+            blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
+                             streamk_too_big.persistent().streamk(4), 132)
+    with pytest.raises(ValueError, match="batched block-scaled kernel"):
+        blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
+                         Schedule(block_m=64, block_n=64, block_k=128).persistent().streamk(4), 132, batched=True)
     for too_big in (Schedule(block_m=128, block_n=256, block_k=128, num_warpgroups=1),
                     Schedule(block_m=256, block_n=256, block_k=128, num_warpgroups=2)):
         with pytest.raises(ValueError, match="schedule: .* registers per thread"):

@@ -257,10 +257,12 @@ def persistent_gemm(spec: KernelSpec):
     return gemm
 
 
-def streamk_gemm(spec: KernelSpec):
-    """C = epilogue(A · B): whole tiles persistently, then this program's contiguous share of
-    the last ``streamk_tiles`` tiles' K-iterations (tlgemm.schedules' Stream-K plan). The
-    producer and the consumers walk this work in separate branches (``persistent_gemm``).
+def _walk_streamk(ctx: GemmContext, sched: ScheduleContext, tensorC, produce, consume, partials, flags, **store):
+    """Program p's work under a Stream-K schedule: whole tiles persistently, then its
+    contiguous share of the last ``streamk_tiles`` tiles' K-iterations (tlgemm.schedules'
+    Stream-K plan). ``produce(tile, k_begin, k_end)`` and ``consume(tile, k_begin, k_end)``
+    emit one K range on each side; producer and consumers walk it in separate branches
+    (``_walk_tiles``).
 
     Fix-up (schedules.decompose): a program whose segment starts inside a tile publishes its
     partial accumulator in ``partials[pid]`` and raises ``flags[pid]`` (bar.sync, then one
@@ -268,8 +270,59 @@ def streamk_gemm(spec: KernelSpec):
     the partials of pid + 1, ... in order after an acquire spin on each flag, which it then
     sets back to 0. The summation order is fixed, so results are bitwise reproducible. Each
     program publishes at most once, so ``flags`` must be zero at launch and is zero again at
-    exit (the launcher keeps one workspace per stream).
-    """
+    exit (the launcher keeps one workspace per stream)."""
+    iters, lpid, consumers = sched.iters_per_tile, sched.pid, ctx.consumer_threads
+    start, _, step = sched.persistent_tile_range(sched.full_tiles)
+    begin, end = sched.iter_range()
+
+    @T.macro
+    def _walk():
+        g = T.alloc_var("int32", init=begin)
+        if ctx.is_producer():
+            ctx.set_registers(producer=True)
+            for t in T.serial(sched.num_local_tiles(sched.full_tiles)):
+                produce(ctx.bind_tile(sched.get_tile_from_idx(start + t * step)), 0, iters)
+            for _ in T.serial(T.ceildiv(end - begin, iters) + 1):
+                if g < end:
+                    tile_id, k = sched.get_iter(g)
+                    seg_end = T.min(end, (tile_id + 1) * iters)
+                    produce(ctx.bind_tile(sched.get_tile_from_idx(tile_id)), k, k + seg_end - g)
+                    g = seg_end
+        else:
+            ctx.set_registers(producer=False)
+            for t in T.serial(sched.num_local_tiles(sched.full_tiles)):
+                tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
+                consume(tile, 0, iters)
+                tensorC.store(ctx, tile, **store)
+            for _ in T.serial(T.ceildiv(end - begin, iters) + 1):
+                if g < end:
+                    tile_id, k = sched.get_iter(g)
+                    seg_end = T.min(end, (tile_id + 1) * iters)
+                    tile = ctx.bind_tile(sched.get_tile_from_idx(tile_id))
+                    consume(tile, k, k + seg_end - g)
+                    last = sched.iter_owner((tile_id + 1) * iters - 1)
+                    if k != 0:
+                        T.copy(ctx.acc, partials[lpid, :, :])
+                        T.sync_threads(CONSUMER_BARRIER, consumers)
+                        if T.get_thread_binding() == 0:
+                            T.atomic_store(flags[lpid], 1, memory_order="release")
+                    else:
+                        if T.get_thread_binding() == 0:
+                            for c in T.serial(lpid + 1, last + 1):
+                                while T.atomic_load(flags[c], memory_order="acquire") == 0:
+                                    T.evaluate(0)
+                                T.atomic_store(flags[c], 0, memory_order="relaxed")
+                        T.sync_threads(CONSUMER_BARRIER, consumers)
+                        tensorC.store(ctx, tile, partials=(partials, lpid + 1, last + 1), **store)
+                    g = seg_end
+            tensorC.drain(ctx)
+
+    return _walk()
+
+
+def streamk_gemm(spec: KernelSpec):
+    """C = epilogue(A · B) under a Stream-K schedule (``_walk_streamk``) on spec.num_sms
+    programs, ``partials`` [P, block_m, block_n] and ``flags`` [P] its fix-up workspace."""
     if spec.batched:
         raise ValueError("spec: the Stream-K kernel is not batched")
     ctx = spec.context()
@@ -279,7 +332,7 @@ def streamk_gemm(spec: KernelSpec):
     bias_dtype = spec.bias_storage or "float32"
     s = spec.schedule
     P = spec.num_sms
-    bm, bn, consumers = s.block_m, s.block_n, ctx.consumer_threads
+    bm, bn = s.block_m, s.block_n
 
     @T.prim_func
     def gemm(A: a_param, B: b_param, C: c_param, A_scale: T.Tensor(sa_shape, "float32"),
@@ -289,52 +342,8 @@ def streamk_gemm(spec: KernelSpec):
             tensorA, tensorB, tensorC, scale, bias_view = _views(spec, A, B, C, A_scale, B_scale, bias, M, N)
             ctx.allocate(registers=False)
             sched = ScheduleContext(M, N, K, ctx, pid, P)
-            iters = sched.iters_per_tile
-            lpid = sched.pid
-            start, _, step = sched.persistent_tile_range(sched.full_tiles)
-            begin, end = sched.iter_range()
-            g = T.alloc_var("int32", init=begin)
-            if ctx.is_producer():
-                ctx.set_registers(producer=True)
-                for t in T.serial(sched.num_local_tiles(sched.full_tiles)):
-                    tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
-                    ctx.produce(tensorA, tensorB, tile, 0, iters)
-                for _ in T.serial(T.ceildiv(end - begin, iters) + 1):
-                    if g < end:
-                        tile_id, k = sched.get_iter(g)
-                        seg_end = T.min(end, (tile_id + 1) * iters)
-                        tile = ctx.bind_tile(sched.get_tile_from_idx(tile_id))
-                        ctx.produce(tensorA, tensorB, tile, k, k + seg_end - g)
-                        g = seg_end
-            else:
-                ctx.set_registers(producer=False)
-                for t in T.serial(sched.num_local_tiles(sched.full_tiles)):
-                    tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
-                    ctx.consume(0, iters)
-                    tensorC.store(ctx, tile, scale=scale, bias=bias_view)
-                for _ in T.serial(T.ceildiv(end - begin, iters) + 1):
-                    if g < end:
-                        tile_id, k = sched.get_iter(g)
-                        seg_end = T.min(end, (tile_id + 1) * iters)
-                        tile = ctx.bind_tile(sched.get_tile_from_idx(tile_id))
-                        ctx.consume(k, k + seg_end - g)
-                        last = sched.iter_owner((tile_id + 1) * iters - 1)
-                        if k != 0:
-                            T.copy(ctx.acc, partials[lpid, :, :])
-                            T.sync_threads(CONSUMER_BARRIER, consumers)
-                            if T.get_thread_binding() == 0:
-                                T.atomic_store(flags[lpid], 1, memory_order="release")
-                        else:
-                            if T.get_thread_binding() == 0:
-                                for c in T.serial(lpid + 1, last + 1):
-                                    while T.atomic_load(flags[c], memory_order="acquire") == 0:
-                                        T.evaluate(0)
-                                    T.atomic_store(flags[c], 0, memory_order="relaxed")
-                            T.sync_threads(CONSUMER_BARRIER, consumers)
-                            tensorC.store(ctx, tile, scale=scale, bias=bias_view,
-                                          partials=(partials, lpid + 1, last + 1))
-                        g = seg_end
-                tensorC.drain(ctx)
+            _walk_streamk(ctx, sched, tensorC, lambda tile, k0, k1: ctx.produce(tensorA, tensorB, tile, k0, k1),
+                          lambda tile, k0, k1: ctx.consume(k0, k1), partials, flags, scale=scale, bias=bias_view)
 
     return gemm
 
@@ -414,7 +423,9 @@ def blockscaled_gemm(spec: BlockScaledSpec):
     Swap-AB (``schedule.is_swap_ab``): the kernel's problem is Cᵀ [N, M] = B · Aᵀ (B the
     WGMMA A operand), its tiles stored transposed into C, the bias along its rows. 2-CTA
     clusters (``schedule.cluster_m`` = 2): ``_walk_cluster_rounds``, the shared operand
-    multicast."""
+    multicast. Stream-K (``schedule.streamk_tiles``, unbatched): ``_walk_streamk`` on
+    spec.num_sms programs, each K range's promoted partial result published through the
+    ``partials``/``flags`` workspace (a tile's partial sums are additive over K blocks)."""
     ctx = BlockScaledContext(spec.schedule, spec.a_dtype, spec.b_dtype, spec.out_storage)
     M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
     KB, NB, BATCH = T.dynamic("KB"), T.dynamic("NB"), T.dynamic("BATCH")
@@ -425,17 +436,23 @@ def blockscaled_gemm(spec: BlockScaledSpec):
     sb_strides = tuple(T.dynamic(f"sb_stride{d}") for d in range(len(lead) + 2))
     bias_shape = (N,) if spec.bias_storage is not None else (1,)
     swap, clustered = spec.schedule.is_swap_ab, spec.schedule.cluster_m > 1
-    if clustered and spec.batched:
-        raise ValueError("spec: a clustered schedule (cluster_m > 1) runs the single-GEMM block-scaled kernel")
+    streamk = spec.schedule.streamk_tiles > 0
+    if (clustered or streamk) and spec.batched:
+        raise ValueError("spec: a clustered (cluster_m > 1) or Stream-K schedule runs the single-GEMM "
+                         "block-scaled kernel")
     rows, cols = (N, M) if swap else (M, N)
-    num_programs = _num_programs(spec, rows, cols, BATCH)
+    num_programs = spec.num_sms if streamk else _num_programs(spec, rows, cols, BATCH)
+    # Stream-K's fix-up workspace (``_walk_streamk``); one element each when unused
+    P, bm, bn = spec.num_sms, spec.schedule.block_m, spec.schedule.block_n
+    partials_shape, flags_shape = ((P, bm, bn), (P,)) if streamk else ((1, 1, 1), (1,))
 
     @T.prim_func
     def gemm(A: T.Tensor((*lead, M, K), ctx.a_storage), B: T.Tensor((*lead, N, K), ctx.b_storage),
              C: T.Tensor((*lead, M, NC), spec.out_storage),
              SA: T.StridedTensor((*lead, M, KB), sa_strides, "float32"),
              SB: T.StridedTensor((*lead, NB, KB), sb_strides, "float32"),
-             bias: T.Tensor(bias_shape, spec.bias_storage or "float32")):
+             bias: T.Tensor(bias_shape, spec.bias_storage or "float32"),
+             partials: T.Tensor(partials_shape, "float32"), flags: T.Tensor(flags_shape, "int32")):
         with T.Kernel(_cluster_grid(num_programs) if clustered else num_programs, threads=ctx.threads,
                       cluster_dims=2 if clustered else None) as pid:
             tensorA = make_tensor_view(B if swap else A, "A", "K")
@@ -451,6 +468,11 @@ def blockscaled_gemm(spec: BlockScaledSpec):
                                      lambda tile, shared: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0,
                                                                                   iters, shared),
                                      lambda tile: ctx.consume_blockscaled(tile, 0, iters), bias=bias_view)
+            elif streamk:
+                _walk_streamk(ctx, sched, tensorC,
+                              lambda tile, k0, k1: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, k0, k1),
+                              lambda tile, k0, k1: ctx.consume_blockscaled(tile, k0, k1), partials, flags,
+                              bias=bias_view)
             else:
                 _walk_tiles(ctx, sched, BATCH if spec.batched else None, tensorC,
                             lambda tile: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0, iters),

@@ -566,6 +566,11 @@ _WIDE_STAGES = 4
 #: the sweep, 1.12x in a probe the same day), lost 3% at K = 512 (4 K blocks a tile, the
 #: epilogue's share larger) and 4% at N = 2112 (benchmarks/results/blockscaled_tiles.md).
 _WIDEST_N, _WIDEST_MIN_K = 256, 1024
+#: Stream-K over all tiles (64x64, or swap-AB's) while 64x64 tiles would fill at most this
+#: fraction of the SMs and K is at least ``_STREAMK_MIN_K``: on the H100 at N = 2112, K = 7168
+#: 1.25x (M = 16), 1.15x (M = 64) and 1.20x (M = 128) the whole-tile default; 0.99x at M = 64, N = 4096
+#: (64 tiles); 0.59-0.98x where more tiles fill the SMs (benchmarks/results/blockscaled_streamk.md).
+_STREAMK_FILL, _STREAMK_MIN_K = 0.5, 1024
 
 
 @functools.lru_cache(maxsize=4096)
@@ -577,7 +582,10 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     tiles alone make ``_WIDE_WAVES`` waves; else 128-row tiles on two (two temporaries and
     the result: 3 · 64 registers per thread at block_n = 128), ``_WIDE_STAGES`` stages, or
     when N and K are given, 128x``_WIDEST_N`` tiles where they make at least one wave, pad N
-    no more than 128-column tiles do and K is at least ``_WIDEST_MIN_K``.
+    no more than 128-column tiles do and K is at least ``_WIDEST_MIN_K``. A single GEMM
+    whose 64x64 tiles would fill at most ``_STREAMK_FILL`` of the SMs (N and K given, K at
+    least ``_STREAMK_MIN_K``) runs Stream-K over all its tiles: swap-AB's for M <=
+    ``_SWAP_AB_MAX_M``, else 64x64 on one warpgroup.
     block_k is the 128-deep scale block. Without swap-AB block_n is 128, halved (down to 16) while fewer than
     ``_FILL_FLOOR`` of the ``num_sms`` · waves slots hold a tile and halving fills more, when
     N is given (small M: N / 128 tiles would leave most SMs idle). As many stages (at most 8,
@@ -593,9 +601,16 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         count = tiles(block_m, block_n)
         return count / (-(-count // num_sms) * num_sms)
 
+    streamk = (known and batch == 1 and K is not None and K >= _STREAMK_MIN_K
+               and tiles(64, 64) <= _STREAMK_FILL * num_sms)
     if M <= _SWAP_AB_MAX_M:
         s = Schedule(block_m=64, block_n=16 if M <= 16 else 32, block_k=_SCALE_BLOCK, num_stages=8,
                      num_warpgroups=1).persistent().swap_ab()
+        if streamk:
+            s = s.streamk(-(-N // 64))
+    elif streamk:
+        s = Schedule(block_m=64, block_n=64, block_k=_SCALE_BLOCK, num_stages=8,
+                     num_warpgroups=1).persistent().streamk(tiles(64, 64))
     else:
         narrow = M <= 64 or (M <= _SMALL_M and known and tiles(128, 128) < _WIDE_WAVES * num_sms)
         block_m, warpgroups = (64, 1) if narrow else (128, 2)
@@ -642,11 +657,14 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
         raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
     if schedule.block_k != _SCALE_BLOCK:
         raise ValueError(f"schedule: block_k must be {_SCALE_BLOCK} (the scale block along K), got {schedule.block_k}")
-    if schedule.streamk_tiles or schedule.split_k > 1 or schedule.num_xcds > 1:
-        raise ValueError("schedule: the block-scaled kernel is persistent over whole tiles "
-                         "(no Stream-K, split-K or chiplet transform)")
-    if schedule.cluster_m > 1 and batched:
-        raise ValueError("schedule: the batched block-scaled kernel runs without clusters (cluster_m = 1)")
+    if schedule.split_k > 1 or schedule.num_xcds > 1:
+        raise ValueError("schedule: the block-scaled kernel is persistent, over whole tiles or Stream-K "
+                         "(no split-K or chiplet transform)")
+    if schedule.streamk_tiles:
+        BlockScaledContext.check_streamk(schedule)
+    if (schedule.cluster_m > 1 or schedule.streamk_tiles) and batched:
+        raise ValueError("schedule: the batched block-scaled kernel runs without clusters (cluster_m = 1) "
+                         "and without Stream-K")
     BlockScaledContext.fragments_of(schedule)  # a tile whose fragments do not fit is a "schedule:" error
     return BlockScaledSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], _STORAGE[out_dtype], schedule, num_sms,
                            None if bias_dtype is None else _STORAGE[bias_dtype], batched, tma_token_scales)
@@ -716,10 +734,11 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
         return _empty_k(out if out is not None else torch.empty(shape, dtype=out_dtype, device=device), bias_vec)
     step = _TMA_ALIGN // out_dtype.itemsize
     direct = N % step == 0 and (out is None or (out.is_contiguous() and out.data_ptr() % _TMA_ALIGN == 0))
+    workspace = (sms, schedule.block_m, schedule.block_n, torch.float32) if schedule.streamk_tiles else None
     return _BlockScaledLaunch(_entry(_compiled_blockscaled(spec)), shape, (*batch, M, N + (-N) % step), out_dtype,
                               a.is_contiguous() and a.data_ptr() % _TMA_ALIGN == 0,
                               b.is_contiguous() and b.data_ptr() % _TMA_ALIGN == 0, direct, _placeholder(device),
-                              scale_a_copy)
+                              scale_a_copy, workspace)
 
 
 class _BlockScaledLaunch:
@@ -731,22 +750,26 @@ class _BlockScaledLaunch:
     place, a tile's scales of one K block lie a row apart, which cost up to 14% at M = 4096
     on the H100, benchmarks/results/blockscaled_small_m.md; the kernel reads every other
     scale tensor at its own strides, scale_a by TMA where ``_tma_token_scales`` allows) and
-    launches, validating nothing again."""
+    launches with the Stream-K workspace of the current stream (``workspace``: its programs,
+    tile and dtype; one-element placeholders without Stream-K), validating nothing again."""
 
     __slots__ = ("entry", "shape", "c_shape", "out_dtype", "a_direct", "b_direct", "direct", "placeholder",
-                 "scale_a_copy")
+                 "scale_a_copy", "workspace", "no_workspace")
 
-    def __init__(self, entry, shape, c_shape, out_dtype, a_direct, b_direct, direct, placeholder, scale_a_copy):
+    def __init__(self, entry, shape, c_shape, out_dtype, a_direct, b_direct, direct, placeholder, scale_a_copy,
+                 workspace):
         self.entry, self.shape, self.c_shape, self.out_dtype = entry, shape, c_shape, out_dtype
         self.a_direct, self.b_direct, self.direct, self.placeholder = a_direct, b_direct, direct, placeholder
-        self.scale_a_copy = scale_a_copy
+        self.scale_a_copy, self.workspace = scale_a_copy, workspace
+        self.no_workspace = (placeholder.view(1, 1, 1), torch.zeros(1, dtype=torch.int32, device=placeholder.device))
 
     def __call__(self, a, b, scale_a, scale_b, out, bias):
         target = out if out is not None else torch.empty(size=self.shape, dtype=self.out_dtype, device=a.device)
         C = target if self.direct else torch.empty(size=self.c_shape, dtype=self.out_dtype, device=a.device)
+        workspace = self.no_workspace if self.workspace is None else _streamk_workspace(a.device, *self.workspace)
         self.entry(a if self.a_direct else _k_major_copy(a, 0), b if self.b_direct else _k_major_copy(b, 0), C,
                    _token_major_copy(scale_a) if self.scale_a_copy else scale_a, scale_b,
-                   self.placeholder if bias is None else bias.reshape(-1).contiguous())
+                   self.placeholder if bias is None else bias.reshape(-1).contiguous(), *workspace)
         if not self.direct:
             target.copy_(C[..., :self.shape[-1]])
         return target

@@ -51,8 +51,11 @@ STORAGE = {"f16": "float16", "bf16": "bfloat16", "tf32": "float32", "e4m3": "flo
            "e5m2": "float8_e5m2", "s8": "int8", "u8": "uint8", "f32": "float32", "s32": "int32"}
 
 #: Registers per thread after ``setmaxnreg`` (PTX ISA 9.7.17.1): the producer gives its
-#: registers to the consumers; 128·(PRODUCER + W·CONSUMER[W]) <= 65536.
+#: registers to the consumers; 128·(PRODUCER + W·CONSUMER[W]) <= 65536. The block-scaled
+#: kernel's producer, which also stages scales, keeps ``BLOCKSCALED_PRODUCER_REGISTERS``
+#: beside one consumer warpgroup (its Stream-K walk spilled at 40 and 56).
 PRODUCER_REGISTERS = 40
+BLOCKSCALED_PRODUCER_REGISTERS = 96
 CONSUMER_REGISTERS = {1: 232, 2: 232}
 
 #: The producer is the first warp of the producer warpgroup: one lane (elected by the TMA
@@ -322,6 +325,7 @@ class GemmContext:
         #: chunks then [chunk, block_m]: a swap-AB kernel that stores into C itself.
         self.store_transposed = False
         self.cluster_size = schedule.cluster_m
+        self.producer_registers = PRODUCER_REGISTERS
 
     def allocate(self, registers: bool = True):
         """Buffers, barriers and (``registers``) register budgets; call first inside
@@ -408,7 +412,8 @@ class GemmContext:
         """``setmaxnreg`` for one side (PTX ISA 9.7.17.1): the producer gives registers back,
         the consumers take them. ptxas honours it only where the code after it never runs
         on the other side's budget, i.e. when each side has its own branch to the end."""
-        count, increase = (PRODUCER_REGISTERS, 0) if producer else (CONSUMER_REGISTERS[self.emitter.num_warpgroups], 1)
+        count, increase = ((self.producer_registers, 0) if producer
+                           else (CONSUMER_REGISTERS[self.emitter.num_warpgroups], 1))
 
         @T.macro
         def _regs():
@@ -709,6 +714,8 @@ class BlockScaledContext(GemmContext):
         self.temporaries, self.parts = self.fragments_of(schedule)
         self.part_n = self.block_n // self.parts
         self.store_chunk, self.store_buffers = self.store_staging_of(schedule)
+        if self.emitter.num_warpgroups == 1:
+            self.producer_registers = BLOCKSCALED_PRODUCER_REGISTERS
         self.part_emitter = self.emitter if self.parts == 1 else self._part_emitter(a_dtype, b_dtype)
 
     @classmethod
@@ -739,6 +746,24 @@ class BlockScaledContext(GemmContext):
                          f"needs {per_fragment * 3 // 2} float32 registers per thread for the result and a half-width "
                          f"temporary, more than {cls.fragment_registers} (ptxas would spill and serialise the wgmma); "
                          "block_n at most 256 per 64 rows of a warpgroup, the warpgroups splitting block_m")
+
+    #: float32 registers per consumer thread for the result and its temporaries under a
+    #: Stream-K schedule, whose walk keeps more state live: ptxas kept 64x64 tiles (96) in
+    #: registers and spilled 64x128 (192) and the split 64x256.
+    streamk_fragment_registers = 128
+
+    @classmethod
+    def check_streamk(cls, schedule: Schedule) -> None:
+        """A Stream-K schedule's rule: one consumer warpgroup (the walk did not lower on two
+        with tilelang 0.1.15) and the result and temporaries in ``streamk_fragment_registers``
+        (64-row tiles with block_n <= 80, plain or swap-AB)."""
+        temporaries, parts = cls.fragments_of(schedule)
+        registers = schedule.block_m * schedule.block_n // (128 * schedule.num_warpgroups) * (1 + temporaries / parts)
+        if schedule.num_warpgroups != 1 or registers > cls.streamk_fragment_registers:
+            raise ValueError(f"schedule: the Stream-K block-scaled kernel runs on one consumer warpgroup with the "
+                             f"result and temporaries in at most {cls.streamk_fragment_registers} registers a thread "
+                             f"(64-row tiles, block_n <= 80), got {schedule.block_m}x{schedule.block_n} on "
+                             f"{schedule.num_warpgroups} warpgroup(s)")
 
     @classmethod
     def store_staging_of(cls, schedule: Schedule) -> tuple[int, int]:
