@@ -177,6 +177,22 @@ def test_streamk_is_reproducible(generator):
         assert torch.equal(TL.matmul(a, b, STREAMK), first)
 
 
+def test_streamk_programs_must_fit_the_device(generator):
+    """A Stream-K launch on more programs than SMs would wait forever (a tile's owner spins on
+    later programs' partial results): a ValueError naming num_sms, in the GEMM and the
+    block-scaled kernel alike."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    a = random_operand((256, 512), torch.bfloat16, generator=generator, device=DEV)
+    b = random_operand((512, 256), torch.bfloat16, generator=generator, device=DEV)
+    with pytest.raises(ValueError, match="num_sms: a Stream-K schedule runs"):
+        TL.matmul(a, b, Schedule(block_m=64).persistent(sms + 1).streamk(4))
+    a8, b8 = a.to(torch.float8_e4m3fn), b.T.contiguous().to(torch.float8_e4m3fn)
+    sa, sb = torch.ones(256, 4, device=DEV), torch.ones(2, 4, device=DEV)
+    schedule = Schedule(block_m=64, block_n=64, block_k=128, num_warpgroups=1).persistent().streamk(4)
+    with pytest.raises(ValueError, match="num_sms: a Stream-K schedule runs"):
+        TL.blockscaled_matmul(a8, b8, sa, sb, schedule, num_sms=sms + 1)
+
+
 @pytest.mark.parametrize("schedule", [
     ONE_WG, Schedule(group_size_m=3, raster="n").persistent(), STREAMK, Schedule(block_m=64).persistent().streamk(7),
     Schedule(block_n=64),

@@ -228,14 +228,24 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
                  "col" if vectors[1].numel() == N and N > 1 else "tensor"]
     if bias is not None:
         vectors[2] = vector("bias", bias, (N,), _FLOAT_OUT, device).contiguous()
-    sms, smem_limit = _device_limits(device.index if device.index is not None else torch.cuda.current_device())
+    device_sms, smem_limit = _device_limits(device.index if device.index is not None else torch.cuda.current_device())
+    sms = device_sms
     if not schedule.is_persistent:
         sms = _ONE_PROGRAM_PER_TILE
     elif schedule.num_sms is not None:
         sms = schedule.num_sms
     elif num_sms is not None:
         sms = num_sms
+    _check_streamk_programs(schedule, sms, device_sms)
     return (M, N, K), out, out_dtype, modes, vectors, sms, smem_limit
+
+
+def _check_streamk_programs(schedule: Schedule, programs: int, device_sms: int) -> None:
+    """A Stream-K launch's programs must all be resident at once: a tile's owner waits for the
+    partial results of later programs (``kernels._walk_streamk``), one program per SM."""
+    if schedule.streamk_tiles and programs > device_sms:
+        raise ValueError(f"num_sms: a Stream-K schedule runs {programs} programs, more than the device's "
+                         f"{device_sms} SMs; each must be resident at once (a tile's owner waits for the others)")
 
 
 def _entry(kernel):
@@ -715,14 +725,14 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     bias_vec = None if bias is None else vector("bias", bias, (N,), _FLOAT_OUT, device).contiguous()
     if not (M and N and (not batched or batch[0])):
         return out if out is not None else torch.empty(shape, dtype=out_dtype, device=device)
-    sms, smem_limit = _device_limits(device.index if device.index is not None else torch.cuda.current_device())
-    if num_sms is not None:
-        sms = num_sms
+    device_sms, smem_limit = _device_limits(device.index if device.index is not None else torch.cuda.current_device())
+    sms = device_sms if num_sms is None else num_sms
     if schedule is None:
         schedule = default_blockscaled_schedule(M, out_dtype, smem_limit, N=N, K=K, num_sms=sms,
                                                 batch=batch[0] if batch else 1)
     elif schedule.num_sms is not None:
         sms = schedule.num_sms
+    _check_streamk_programs(schedule, sms, device_sms)
     scale_a_copy = M > _SMALL_M and scale_a.stride(-2) != 1
     spec = blockscaled_spec(a.dtype, b.dtype, out_dtype, schedule, sms,
                             None if bias_vec is None else bias_vec.dtype, batched=batched,
