@@ -1,0 +1,99 @@
+"""The TileLang persistent GEMM with and without Stream-K over its last partial wave, by how full that wave is, one run.
+
+    python benchmarks/streamk_tail.py [--out PATH] [--rep MS] [--rounds N]   (default $OUT/streamk_tail.json)
+
+For square-ish shapes whose 128x256 tiles leave last waves from 6% to 88% full on the device's
+SMs, in bf16 and fp8 (e4m3 in, bf16 out): select()'s schedule (``tlgemm.explain``) and the same
+schedule with Stream-K over the tiles of its last wave (``Schedule.streamk(tiles % SMs)``),
+beside cuBLAS (torch.matmul / torch._scaled_mm with unit scales). C = A · Wᵀ, K-major
+operands. Each kernel is checked against cuBLAS's result on a NaN-poisoned output first;
+then the kernels are timed in ``--rounds`` interleaved rounds (triton.testing.do_bench
+medians), and the median round is reported, with the spread.
+"""
+import argparse
+import json
+import os
+import statistics
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+from triton.testing import do_bench
+
+import tlgemm
+from tlgemm.testing import relative_error
+
+SHAPES = ((5120, 5120, 8192), (6656, 6656, 8192), (5632, 5632, 8192), (8192, 8192, 8192), (7680, 7680, 8192),
+          (6144, 6144, 8192), (4096, 7168, 16384), (4096, 4096, 4096))
+DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
+
+
+def schedules(a, w):
+    plan = tlgemm.explain(a, w.t(), backend="tilelang", out_dtype=torch.bfloat16)
+    s = plan.schedule
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    tiles = -(-a.shape[0] // s.block_m) * -(-w.shape[0] // s.block_n)
+    out = {"select": s}
+    if tiles % sms and not s.streamk_tiles:
+        out["streamk_tail"] = s.streamk(tiles % sms)
+    return out, tiles, sms
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "streamk_tail.json"))
+    parser.add_argument("--rep", type=int, default=100, help="do_bench measuring time per kernel and round, ms")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    work = []
+    for name, dtype in DTYPES.items():
+        for M, N, K in SHAPES:
+            meta_a = torch.empty(M, K, device="meta", dtype=dtype)
+            meta_w = torch.empty(N, K, device="meta", dtype=dtype)
+            work.append((name, dtype, M, N, K, *schedules(meta_a, meta_w)))
+
+    def warm(item):
+        _, dtype, _, _, K, variants, _, _ = item
+        a = torch.zeros(256, K, device="cuda").to(dtype)
+        w = torch.zeros(256, K, device="cuda").to(dtype)
+        for s in variants.values():
+            tlgemm.matmul(a, w.t(), backend="tilelang", schedule=s, out_dtype=torch.bfloat16)
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(warm, work))
+    rows = []
+    for name, dtype, M, N, K, variants, tiles, sms in work:
+        a = torch.randn(M, K, device="cuda").to(dtype)
+        w = torch.randn(N, K, device="cuda").to(dtype)
+        one = torch.ones((), device="cuda")
+        if name == "bf16":
+            cublas = lambda: torch.matmul(a, w.t())  # noqa: E731
+        else:
+            cublas = lambda: torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one,  # noqa: E731
+                                              out_dtype=torch.bfloat16)
+        ref = cublas().float()
+        c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+        kernels = {"cublas": cublas}
+        for label, s in variants.items():
+            kernels[label] = lambda s=s: tlgemm.matmul(a, w.t(), out=c, backend="tilelang", schedule=s)
+            c.fill_(float("nan"))
+            err = relative_error(kernels[label]().float(), ref)
+            if not err < 1e-2:
+                raise SystemExit(f"{label} {name} {M}x{N}x{K}: relative error {err}")
+        flops = 2 * M * N * K
+        rounds = {label: [] for label in kernels}
+        for _ in range(args.rounds):
+            for label, fn in kernels.items():
+                rounds[label].append(flops / do_bench(fn, warmup=25, rep=args.rep) / 1e9)
+        row = {"dtype": name, "M": M, "N": N, "K": K, "schedule": str(variants["select"]), "tiles": tiles,
+               "last_wave": (tiles % sms) / sms, "tflops": {k: statistics.median(v) for k, v in rounds.items()},
+               "rounds": rounds}
+        rows.append(row)
+        print(f"{name} {M}x{N}x{K} tiles {tiles} last wave {row['last_wave']:.2f}: "
+              + "  ".join(f"{k} {statistics.median(v):.0f} [{min(v):.0f}-{max(v):.0f}]" for k, v in rounds.items()),
+              flush=True)
+    with open(args.out, "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
