@@ -216,7 +216,8 @@ class GroupScaleView:
     """Block scales of a block-scaled GEMM (DeepSeek-V3 / DeepGEMM layout): A has one scale per
     row and K-group, a_scale[m, k // group_k]; B has one per group_n columns and K-group,
     b_scale[n // group_n, k // group_k]. The K-group is the GEMM's block_k, so one K-step
-    reads one scale column of each (``promote``)."""
+    reads one scale column of each (``load``, issued before the step's dot so that the load
+    latency overlaps it) and adds its product to the result (``promote``)."""
 
     a_scale_ptr: tl.tensor
     b_scale_ptr: tl.tensor
@@ -242,17 +243,31 @@ class GroupScaleView:
 
     @triton.jit
     def tile_ptrs(self, tile):
-        """(a pointers [block_m], b pointers [block_n]) of ``tile``'s scales in K-group 0, at
-        the wrapped rows/columns of ``tile.layout`` (always in bounds)."""
+        """(a pointers [block_m], b pointer(s)) of ``tile``'s scales in K-group 0, at the wrapped
+        rows of ``tile.layout`` (always in bounds). A power-of-two block_n <= group_n keeps the
+        tile inside one column group, so B's is one pointer (one scalar scale per K-group,
+        ``promote``) instead of block_n 64-bit pointers a thread holds across the K loop (which
+        spilled at 128x128 on 8 warps, ptxas for sm_90a); wider tiles get one per column."""
         rm, rn, _ = tile.layout(self.M, self.N)
-        return self.a_scale_ptr + rm * self.stride_am, self.b_scale_ptr + (rn // self.group_n) * self.stride_bn
+        a_ptrs = self.a_scale_ptr + rm * self.stride_am
+        if tile.block_n <= self.group_n:
+            b_ptrs = self.b_scale_ptr + (tile.pid_n * tile.block_n // self.group_n) * self.stride_bn
+        else:
+            b_ptrs = self.b_scale_ptr + (rn // self.group_n) * self.stride_bn
+        return a_ptrs, b_ptrs
 
     @triton.jit
-    def promote(self, acc, partial, a_ptrs, b_ptrs, k_idx):
-        """acc + partial · a_scale[:, k_idx] · b_scale[:, k_idx] (rows × columns), in float32:
-        the promotion of one K-group's partial product into the result."""
-        a_scale = tl.load(a_ptrs + k_idx * self.stride_ak).to(tl.float32)
-        b_scale = tl.load(b_ptrs + k_idx * self.stride_bk).to(tl.float32)
+    def load(self, a_ptrs, b_ptrs, k_idx):
+        """(a_scale[:, k_idx], b_scale[:, k_idx]) in float32, for ``promote``."""
+        return (tl.load(a_ptrs + k_idx * self.stride_ak).to(tl.float32),
+                tl.load(b_ptrs + k_idx * self.stride_bk).to(tl.float32))
+
+    @triton.jit
+    def promote(self, acc, partial, a_scale, b_scale):
+        """acc + partial · a_scale (rows) · b_scale (columns, or one for the whole tile), in
+        float32: the promotion of one K-group's partial product into the result."""
+        if b_scale.numel == 1:
+            return acc + partial * (a_scale * b_scale)[:, None]
         return acc + partial * a_scale[:, None] * b_scale[None, :]
 
 
@@ -456,7 +471,8 @@ class GemmContext:
         for k in range(0, A.cols // self.block_k):
             a = tl.load(a_ptrs, cache_modifier=self.cache_modifier_a)
             b = tl.load(b_ptrs, cache_modifier=self.cache_modifier_b)
-            acc = scales.promote(acc, tl.dot(a, b, out_dtype=tl.float32), sa_ptrs, sb_ptrs, k)
+            a_scale, b_scale = scales.load(sa_ptrs, sb_ptrs, k)
+            acc = scales.promote(acc, tl.dot(a, b, out_dtype=tl.float32), a_scale, b_scale)
             a_ptrs += self.block_k * A.stride_col
             b_ptrs += self.block_k * B.stride_row
         return acc
