@@ -31,6 +31,15 @@ SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (4096, 7168, 16384))
 DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
 
 
+def cublas_call(a, w):
+    """cuBLAS's C = A · Wᵀ with a bf16 result: torch.matmul for 16-bit inputs, torch._scaled_mm
+    with unit per-tensor scales for fp8."""
+    if a.dtype.itemsize == 2:
+        return lambda: torch.matmul(a, w.t())
+    one = torch.ones((), device=a.device)
+    return lambda: torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+
 def variants(schedule, M, N, sms):
     """select()'s schedule and the variants compared with it, by label."""
     tiles = -(-M // schedule.block_m) * -(-N // schedule.block_n)
@@ -53,12 +62,7 @@ def main():
         for M, N, K in SHAPES:
             a = torch.randn(M, K, device="cuda").to(dtype)
             w = torch.randn(N, K, device="cuda").to(dtype)
-            one = torch.ones((), device="cuda")
-            if name == "bf16":
-                cublas = lambda: torch.matmul(a, w.t())  # noqa: E731
-            else:
-                cublas = lambda: torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one,  # noqa: E731
-                                                  out_dtype=torch.bfloat16)
+            cublas = cublas_call(a, w)
             ref = cublas().float()
             c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
             plan = tlgemm.explain(a, w.t(), backend="tilelang", out_dtype=torch.bfloat16)

@@ -20,11 +20,11 @@ import torch
 from triton.testing import do_bench
 
 import tlgemm
+from core_speed import DTYPES, cublas_call
 from tlgemm.testing import relative_error
 
 SHAPES = ((5120, 5120, 8192), (6656, 6656, 8192), (5632, 5632, 8192), (8192, 8192, 8192), (7680, 7680, 8192),
           (6144, 6144, 8192), (4096, 7168, 16384), (4096, 4096, 4096))
-DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
 
 
 def schedules(a, w):
@@ -64,12 +64,7 @@ def main():
     for name, dtype, M, N, K, variants, tiles, sms in work:
         a = torch.randn(M, K, device="cuda").to(dtype)
         w = torch.randn(N, K, device="cuda").to(dtype)
-        one = torch.ones((), device="cuda")
-        if name == "bf16":
-            cublas = lambda: torch.matmul(a, w.t())  # noqa: E731
-        else:
-            cublas = lambda: torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one,  # noqa: E731
-                                              out_dtype=torch.bfloat16)
+        cublas = cublas_call(a, w)
         ref = cublas().float()
         c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
         kernels = {"cublas": cublas}
