@@ -102,6 +102,24 @@ def test_rotation_sets():
     assert bench.rotation_sets(2**30, l2, 6 * 2**30) == 1  # a quarter of free memory holds one
 
 
+
+def test_split_profiled_calls_sums_each_calls_activities():
+    flush, call = ["fill"], ["copy", "gemm"]
+    names = (flush + call) * 3
+    durations = [900.0, 1.0, 10.0, 901.0, 2.0, 20.0, 902.0, 3.0, 30.0]
+    assert bench.split_profiled_calls(names, durations, flush, call, 3) == [11.0, 22.0, 33.0]
+    # a call whose own kernels share the flush's name is still split by position
+    assert bench.split_profiled_calls(["fill", "fill"] * 2, [5.0, 1.0, 6.0, 2.0], ["fill"], ["fill"], 2) == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("names", [["fill", "gemm", "fill"],  # a call missing
+                                   ["fill", "gemm", "fill", "gemm", "gemm"],  # a call launched more
+                                   ["fill", "other", "fill", "gemm"]])  # a different kernel
+def test_split_profiled_calls_rejects_an_irregular_record(names):
+    with pytest.raises(ValueError, match="do not repeat"):
+        bench.split_profiled_calls(names, [1.0] * len(names), ["fill"], ["gemm"], 2)
+
+
 # ---- inputs and reference ------------------------------------------------------------------
 
 def test_make_inputs_and_reference_on_cpu():
@@ -554,3 +572,11 @@ def test_blockscaled_inputs_and_reference():
     a64 = inp.a.double() * inp.scale_a.double().repeat_interleave(128, 1)
     w64 = inp.w.double() * inp.scale_b.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:N]
     assert relative_error(a64 @ w64.T, ref) < 1e-6  # dequantisation rounds to float32
+
+
+@pytest.mark.gpu
+def test_kernel_time_us_reports_each_call():
+    a = torch.randn(512, 512, device="cuda")
+    buffer = torch.empty(2**24, dtype=torch.int32, device="cuda")
+    times = bench.kernel_time_us(lambda: a @ a, calls=4, flush=buffer.zero_)
+    assert len(times) == 4 and all(t > 0 for t in times)

@@ -757,6 +757,61 @@ def bench_rotating(fn: Callable[[Inputs], object], sets: Sequence[Inputs], warmu
     return do_bench(lambda: fn(next(rotation)), warmup=warmup_ms, rep=rep_ms, return_mode="median")
 
 
+#: Bytes of the memset before each profiled call: DeepGEMM's ``bench_kineto`` (deep_gemm/utils.py)
+#: flushes the L2 with an 8 GB memset before each call of the kernel it times.
+PROFILE_FLUSH_BYTES = 8 * 10**9
+
+
+def split_profiled_calls(names: Sequence[str], durations_us: Sequence[float], flush: Sequence[str],
+                         call: Sequence[str], calls: int) -> list[float]:
+    """Per-call device time from a profiled run: ``names`` / ``durations_us`` are the GPU
+    activities (kernels, memsets, copies) in start order of ``calls`` iterations of [the flush,
+    one call], whose activity names are ``flush`` and ``call`` (each recorded once on its own).
+    Returns, per call, the summed duration of its activities; raises ValueError when the
+    record does not follow that pattern (a call that launches a varying set of kernels)."""
+    period = len(flush) + len(call)
+    expected = (list(flush) + list(call)) * calls
+    if not call or list(names) != expected:
+        got = list(names[:period])
+        raise ValueError(f"profiled activities do not repeat [flush {list(flush)}, call {list(call)}] "
+                         f"{calls} times: {len(names)} recorded, the first {got}")
+    return [sum(durations_us[i * period + len(flush):(i + 1) * period]) for i in range(calls)]
+
+
+def _gpu_activities(fn: Callable[[], object]) -> tuple[list[str], list[float]]:
+    """Names and durations (us) of the GPU activities of fn(), in start order (CUPTI through
+    torch.profiler)."""
+    from torch.autograd import DeviceType
+
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    events = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA), key=lambda e: e.time_range.start)
+    return [e.name for e in events], [e.time_range.end - e.time_range.start for e in events]
+
+
+def kernel_time_us(fn: Callable[[], object], calls: int = 30, flush: Callable[[], object] | None = None) -> list[float]:
+    """Device time of each of ``calls`` calls of fn, from the CUDA profiler: the summed duration
+    of the GPU activities each call issues, each call after ``flush()`` (default: a memset of
+    PROFILE_FLUSH_BYTES, which evicts the L2). This is how DeepGEMM's published figures were
+    measured (``bench_kineto``: kernel duration, 8 GB memset before each call); unlike
+    do_bench it leaves out the launch latency between calls and the host's part of a call."""
+    if flush is None:
+        flush = torch.empty(PROFILE_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda").zero_
+    fn()
+    flush_names, _ = _gpu_activities(flush)
+    call_names, _ = _gpu_activities(fn)
+
+    def run():
+        for _ in range(calls):
+            flush()
+            fn()
+
+    names, durations = _gpu_activities(run)
+    return split_profiled_calls(names, durations, flush_names, call_names, calls)
+
+
 MIN_SAMPLES = 10  # rep is stretched to 2·MIN_SAMPLES floors: a kernel at half the roofline speed runs this often
 
 
@@ -1143,7 +1198,9 @@ def _deepgemm_table(rows: Sequence[dict]) -> list[str]:
     return (["## DeepGEMM's shape table (fp8, block-wise scales)", "",
              "TFLOP/s. DeepGEMM: its published H800 figures (README, February 2025), not measured here; "
              "tlgemm cells give the ratio to that figure. cuBLAS block-wise: torch._scaled_mm with DeepSeek-style "
-             "scales; cuBLAS per-tensor: the same shape in the run's fp8 rows (per-tensor scales), where present.", ""]
+             "scales; cuBLAS per-tensor: the same shape in the run's fp8 rows (per-tensor scales), where present. "
+             "DeepGEMM's figures are profiler kernel durations, these cells do_bench times of whole calls; "
+             "benchmarks/deepgemm_kernel_time.py times the table both ways.", ""]
             + _md_table(["M", "N", "K", "DeepGEMM H800", "tlgemm TileLang", "tlgemm Triton", "cuBLAS block-wise",
                          "cuBLAS per-tensor"], body) + [""])
 

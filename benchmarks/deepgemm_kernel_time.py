@@ -1,0 +1,120 @@
+"""DeepGEMM's shape table timed the way DeepGEMM's published figures were: kernel time from the profiler.
+
+    python benchmarks/deepgemm_kernel_time.py [--out PATH] [--calls 30] [--no-candidates]
+
+DeepGEMM's README figures (``tlgemm.bench.DEEPGEMM_H800_TFLOPS``) are kernel durations from the
+CUDA profiler, each call after an 8 GB memset (deep_gemm's ``bench_kineto``); tlgemm's benchmark
+harness times whole calls with triton.testing.do_bench. This script measures both ways, in one
+process, on tlgemm.bench's fp8-block inputs (``blockscaled_inputs``): tlgemm's TileLang and Triton
+block-scaled kernels (default schedules), cuBLAS's block-wise torch._scaled_mm, cuBLAS per-tensor
+FP8 on the same e4m3 operands, and for M <= 128 other TileLang tiles (``candidates``). Each is
+first checked against a float64 reference on a NaN-poisoned output (``tlgemm.bench.check``).
+Kernel time: ``tlgemm.bench.kernel_time_us`` (median of the calls' summed GPU activity).
+"""
+import argparse
+import json
+import os
+import statistics
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+import triton
+
+import tlgemm.triton
+from tlgemm.bench import (DEEPGEMM_H800_TFLOPS, Device, blockscaled_inputs, check, cublas_blockwise,
+                          environment, kernel_time_us)
+from tlgemm.schedules import Schedule
+from tlgemm.testing import reference_gemm
+from tlgemm.tilelang.launch import (_compiled_blockscaled, _device_limits, blockscaled_matmul, blockscaled_spec,
+                                    blockscaled_stages_that_fit, default_blockscaled_schedule)
+
+FP8, BF16 = torch.float8_e4m3fn, torch.bfloat16
+
+
+def candidates(M: int, smem_limit: int) -> list[Schedule]:
+    """Other TileLang tiles for M <= 128: 64-row tiles on one consumer warpgroup, 128-row on
+    two, and swap-AB tiles of 64 or 128 rows of N by 64 tokens."""
+    if M > 128:
+        return []
+    plain = [Schedule(block_m=64, block_n=bn, block_k=128, num_stages=8, num_warpgroups=1).persistent()
+             for bn in (16, 32, 64, 128)]
+    plain += [Schedule(block_m=128, block_n=bn, block_k=128, num_stages=8, num_warpgroups=2).persistent()
+              for bn in (64, 128)]
+    swapped = [Schedule(block_m=bm, block_n=64, block_k=128, num_stages=8, num_warpgroups=bm // 64)
+               .persistent().swap_ab() for bm in (64, 128)]
+    return [blockscaled_stages_that_fit(s, BF16, smem_limit) for s in plain + swapped]
+
+
+def timings(fn, calls: int) -> dict:
+    """do_bench median (ms) and the profiler's kernel time (median over ``calls``, us)."""
+    ms = triton.testing.do_bench(fn, warmup=10, rep=50, return_mode="median")
+    return {"do_bench_us": ms * 1e3, "kernel_us": statistics.median(kernel_time_us(fn, calls))}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "deepgemm_kernel_time.json"))
+    parser.add_argument("--calls", type=int, default=30, help="profiled calls per implementation")
+    parser.add_argument("--no-candidates", action="store_true", help="default schedules only")
+    args = parser.parse_args()
+    sms, smem_limit = _device_limits(torch.cuda.current_device())
+    probe = torch.randn(1024, 1024, device="cuda")
+    print(f"probe: 1024^3 fp32 mm, kernel time {statistics.median(kernel_time_us(lambda: probe @ probe, 5)):.1f} us",
+          flush=True)
+    shapes = sorted(DEEPGEMM_H800_TFLOPS, key=lambda s: (s[1], s[2], s[0]))
+    extra = {shape: [] if args.no_candidates else candidates(shape[0], smem_limit) for shape in shapes}
+    defaults = {(M, N, K): default_blockscaled_schedule(M, BF16, smem_limit, N=N, num_sms=sms, K=K)
+                for M, N, K in shapes}
+    # A's scales arrive outer-dim-major with 16-byte aligned rows (every M here): the TMA-scale kernels
+    specs = {blockscaled_spec(FP8, FP8, BF16, s, sms, tma_token_scales=True)
+             for s in [*defaults.values(), *(c for cs in extra.values() for c in cs)]}
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(_compiled_blockscaled, specs))
+    rows = []
+    for M, N, K in shapes:
+        inp, ref = blockscaled_inputs(M, N, K)
+        one = torch.ones((), dtype=torch.float32, device="cuda")
+        per_tensor_ref = reference_gemm(inp.a, inp.w.t(), scale_a=one, scale_b=one)
+        impls = [
+            ("tlgemm TileLang", str(defaults[(M, N, K)]), ref,
+             lambda i: blockscaled_matmul(i.a, i.w, i.scale_a_mn, i.scale_b, out=i.out)),
+            ("tlgemm Triton", "default", ref,
+             lambda i: tlgemm.triton.blockscaled_matmul(i.a, i.w, i.scale_a_mn, i.scale_b, out=i.out)),
+            ("cuBLAS block-wise", "torch._scaled_mm", ref, lambda i: cublas_blockwise(i, out=i.out)),
+            ("cuBLAS per-tensor", "torch._scaled_mm", per_tensor_ref,
+             lambda i: torch._scaled_mm(i.a, i.w.t(), scale_a=one, scale_b=one, out_dtype=BF16, out=i.out)),
+        ]
+        impls += [("TileLang tile", str(s), ref,
+                   lambda i, s=s: blockscaled_matmul(i.a, i.w, i.scale_a_mn, i.scale_b, s, out=i.out))
+                  for s in extra[(M, N, K)]]
+        flops = 2 * M * N * K
+        results = []
+        for name, info, expected, call in impls:
+            entry = {"impl": name, "info": info}
+            try:
+                entry["rel_err"] = check(call, inp, expected, FP8, f"{name} {info} {M}x{N}x{K}")
+                entry.update(timings(lambda: call(inp), args.calls))
+            except RuntimeError as err:  # cuBLAS has no block-wise kernel for some shapes
+                entry["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
+                results.append(entry)
+                continue
+            entry["do_bench_tflops"] = flops / entry["do_bench_us"] / 1e6
+            entry["kernel_tflops"] = flops / entry["kernel_us"] / 1e6
+            results.append(entry)
+        rows.append({"M": M, "N": N, "K": K, "deepgemm_h800_tflops": DEEPGEMM_H800_TFLOPS[(M, N, K)],
+                     "results": results})
+        timed = [r for r in results if "kernel_tflops" in r]
+        best_tile = max((r for r in timed if r["impl"] in ("tlgemm TileLang", "TileLang tile")),
+                        key=lambda r: r["kernel_tflops"])
+        print(f"{M:>4} x {N:>5} x {K:>5}  DeepGEMM {DEEPGEMM_H800_TFLOPS[(M, N, K)]:5d} | "
+              + " | ".join(f"{r['impl']} {r['kernel_tflops']:6.1f} ({r['do_bench_tflops']:6.1f})"
+                           for r in timed if r["impl"] != "TileLang tile")
+              + f" | best tile {best_tile['kernel_tflops']:6.1f} ({best_tile['info']})", flush=True)
+    record = {"environment": environment(Device.current(), "python benchmarks/deepgemm_kernel_time.py"),
+              "calls": args.calls, "rows": rows}
+    with open(args.out, "w") as f:
+        json.dump(record, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
