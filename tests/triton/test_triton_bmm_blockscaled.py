@@ -146,6 +146,33 @@ def test_blockscaled_per_k_block_promotion(interp, generator):
     assert_gemm_close(out, _blockscaled_reference(a, b, sa, sb), FP8)
 
 
+def test_blockscaled_launch_is_cached_per_signature(interp, generator):
+    """A repeated call with the same shapes, strides and dtypes reuses its validated launch
+    (fresh tensors, fresh results); another stride, an ``out`` or a bias is a new launch."""
+    launches = interp.triton.launch._BLOCKSCALED_LAUNCHES
+    M, N, K = 37, 256, 256
+    b = random_operand((N, K), FP8, generator=generator)
+    sb = _scales((N // 128, K // 128), generator)
+
+    def check(a, sa, **kwargs):
+        out = interp.triton.blockscaled_matmul(a, b, sa, sb, BLOCKSCALED, **kwargs)
+        assert_gemm_close(out, _blockscaled_reference(a.contiguous(), b, sa, sb, kwargs.get("bias")), FP8)
+
+    launches.clear()
+    for _ in range(2):
+        check(random_operand((M, K), FP8, generator=generator), _scales((M, K // 128), generator))
+    assert len(launches) == 1
+    wide = random_operand((M, K + 128), FP8, generator=generator)
+    check(wide[:, :K], _scales((M, K // 128), generator))
+    check(random_operand((M, K), FP8, generator=generator), _scales((M, K // 128), generator),
+          out=poisoned((N, M), torch.bfloat16, "cpu").T)
+    check(random_operand((M, K), FP8, generator=generator), _scales((M, K // 128), generator),
+          bias=torch.randn(N, generator=generator))
+    assert len(launches) == 4
+    with pytest.raises(ValueError, match="scale_a"):
+        interp.triton.blockscaled_matmul(random_operand((M, K), FP8, generator=generator), b,
+                                         _scales((M, K // 128 + 1), generator), sb, BLOCKSCALED)
+
 def test_blockscaled_bmm(interp, generator):
     """x [B, M, K], y [B, N, K]; xs M-major per batch; ys per batch (K-major), then one ys
     shared by the batches (batch stride 0)."""

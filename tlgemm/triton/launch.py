@@ -22,10 +22,16 @@ naming the argument):
   (``operand_ring_bytes``) must fit the device's shared memory, and a kernel that Triton
   compiles to more shared memory than the device has is reported as a ValueError naming
   ``schedule`` too.
+
+The block-scaled launchers validate a call once per argument signature (shapes, strides,
+dtypes, device: ``tlgemm._checks.signature``) and keep the launch for later calls with the
+same signature, as the TileLang launchers do.
 """
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import torch
@@ -33,7 +39,7 @@ from triton.runtime.errors import OutOfResources
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import SCALE_BLOCK, blockscaled_problem, output_dtype, vector
+from tlgemm._checks import SCALE_BLOCK, blockscaled_problem, output_dtype, remember, signature, vector
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, resolve_num_sms
 
 from .kernels import (
@@ -77,12 +83,20 @@ def check_shared_memory(schedule: Schedule, a_dtype: torch.dtype, b_dtype: torch
             f"per block of the device; use smaller blocks or fewer stages")
 
 
+@functools.lru_cache(maxsize=None)
+def _cuda_limits(device: torch.device) -> tuple[int, int]:
+    """(SMs, opt-in shared memory per block) of a CUDA device, queried once: a query costs
+    several microseconds of the host's time per launch."""
+    props = torch.cuda.get_device_properties(device)
+    return props.multi_processor_count, props.shared_memory_per_block_optin
+
+
 def shared_memory_limit(device: torch.device) -> int | None:
     """Opt-in shared memory per block of a CUDA device (227 KiB = 232448 bytes on H100/H200),
     None for other devices (the interpreter has no such limit)."""
     if device.type != "cuda":
         return None
-    return torch.cuda.get_device_properties(device).shared_memory_per_block_optin
+    return _cuda_limits(device)[1]
 
 
 def _launch(kernel, grid, schedule, args, meta):
@@ -164,7 +178,7 @@ def _num_sms(schedule, num_sms, device):
     """``num_sms``, or the CUDA device's SM count where a persistent schedule needs one and
     neither it nor the caller gives one."""
     if schedule.is_persistent and schedule.num_sms is None and num_sms is None and device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
+        return _cuda_limits(device)[0]
     return num_sms
 
 
@@ -305,14 +319,20 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
 # ---- block-scaled FP8 ------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=None)
+def _blockscaled_schedule(narrow: bool) -> Schedule:
+    if narrow:
+        return Schedule(block_m=64, block_n=128, block_k=SCALE_BLOCK, num_stages=4).persistent()
+    return Schedule(block_m=128, block_n=128, block_k=SCALE_BLOCK, num_stages=4, num_warpgroups=2).persistent()
+
+
 def default_blockscaled_schedule(M: int) -> Schedule:
     """Persistent, block_k = SCALE_BLOCK (one scale per K-step), 128-column tiles, 4 stages.
     M <= 64: 64-row tiles on one consumer warpgroup (wgmma's M per warpgroup is 64); else
     128-row tiles on two, so the result and the K-block partial (two fp32 tiles) take
-    2 · 64 registers per thread. Operand ring: 96 or 128 KiB."""
-    if M <= 64:
-        return Schedule(block_m=64, block_n=128, block_k=SCALE_BLOCK, num_stages=4).persistent()
-    return Schedule(block_m=128, block_n=128, block_k=SCALE_BLOCK, num_stages=4, num_warpgroups=2).persistent()
+    2 · 64 registers per thread. Operand ring: 96 or 128 KiB. The two Schedules are built
+    once (building and validating one costs about 10 us of host time)."""
+    return _blockscaled_schedule(M <= 64)
 
 
 def blockscaled_kernel_meta(schedule, num_programs):
@@ -323,9 +343,35 @@ def blockscaled_kernel_meta(schedule, num_programs):
                 num_warps=schedule.consumer_warps, num_stages=schedule.num_stages)
 
 
+@dataclass(frozen=True)
+class _BlockScaledLaunch:
+    """A validated block-scaled launch: the grid, the integer arguments (sizes, strides) and
+    the compile-time ones; ``__call__`` takes the tensors of a call with the same signature
+    (``tlgemm._checks.signature``: same shapes, strides, dtypes and device)."""
+
+    schedule: Schedule
+    grid: int  # 0: an empty problem, nothing to launch
+    shape: tuple
+    out_dtype: torch.dtype
+    scalars: tuple
+    meta: dict = field(hash=False, compare=False)
+
+    def __call__(self, a, b, scale_a, scale_b, out, bias):
+        if out is None:
+            out = torch.empty(self.shape, dtype=self.out_dtype, device=a.device)
+        if self.grid:
+            args = (a, b, out, scale_a, scale_b, None if bias is None else bias.reshape(-1), *self.scalars)
+            _launch(blockscaled_gemm_kernel, (self.grid,), self.schedule, args, self.meta)
+        return out
+
+
+#: Cached block-scaled launches per call signature (bounded: ``tlgemm._checks.remember``).
+_BLOCKSCALED_LAUNCHES: dict = {}
+
+
 def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched):
-    """Validate and launch a block-scaled GEMM; ``names`` are the caller's argument names of
-    (a, b, scale_a, scale_b)."""
+    """Validate a block-scaled GEMM; ``names`` are the caller's argument names of (a, b,
+    scale_a, scale_b). Returns its ``_BlockScaledLaunch``."""
     na, nb, nsa, nsb = names
     ndim = 3 if batched else 2
     batch, M, N, K = blockscaled_problem(names, a, b, scale_a, scale_b, batched, _check_tensor)
@@ -347,21 +393,34 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
         raise TypeError(f"out_dtype: must be one of {[str(d) for d in _FLOAT_OUT]}, got {out_dtype}")
     device = a.device
     _check_device(device, ((nb, b), (nsa, scale_a), (nsb, scale_b), ("out", out), ("bias", bias)), first=na)
-    bias_arg, bias_stride = None, 0
+    bias_stride = 0
     if bias is not None:
-        bias_arg, bias_stride = _vector("bias", bias, (N,), _FLOAT_OUT, device, first=na)
+        _, bias_stride = _vector("bias", bias, (N,), _FLOAT_OUT, device, first=na)
     check_shared_memory(schedule, a.dtype, b.dtype, shared_memory_limit(device))
-    if out is None:
-        out = torch.empty(shape, dtype=out_dtype, device=device)
+    out_strides = out.stride() if out is not None else torch.empty(shape, device="meta").stride()
     units = (batch[0] if batch else 1) * num_tiles(M, N, schedule)
-    if units:
-        P = _grid_size(units, schedule, num_sms, device)
-        lead = (lambda t: t.stride(0)) if batched else (lambda t: 0)
-        args = (a, b, out, scale_a, scale_b, bias_arg, batch[0] if batch else 1, M, N, K,
-                lead(a), *a.stride()[-2:], lead(b), *b.stride()[-2:], lead(out), *out.stride()[-2:],
-                lead(scale_a), *scale_a.stride()[-2:], lead(scale_b), *scale_b.stride()[-2:], bias_stride)
-        _launch(blockscaled_gemm_kernel, (P,), schedule, args, blockscaled_kernel_meta(schedule, P))
-    return out
+    P = _grid_size(units, schedule, num_sms, device) if units else 0
+    lead = (lambda strides: strides[0]) if batched else (lambda strides: 0)
+    scalars = (batch[0] if batch else 1, M, N, K,
+               *(value for strides in (a.stride(), b.stride(), out_strides, scale_a.stride(), scale_b.stride())
+                 for value in (lead(strides), *strides[-2:])), bias_stride)
+    return _BlockScaledLaunch(schedule, P, shape, out_dtype, scalars, blockscaled_kernel_meta(schedule, P))
+
+
+def _blockscaled_call(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched):
+    """``_blockscaled`` once per argument signature, its ``_BlockScaledLaunch`` after that
+    (validation and the schedule cost the host more than Triton's own launch)."""
+    try:
+        key = (batched, schedule, out_dtype, num_sms, signature(a), signature(b), signature(scale_a),
+               signature(scale_b), signature(out), signature(bias))
+        launch = _BLOCKSCALED_LAUNCHES.get(key)
+    except (AttributeError, TypeError):
+        key = launch = None
+    if launch is None:
+        launch = _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched)
+        if key is not None:
+            remember(_BLOCKSCALED_LAUNCHES, key, launch)
+    return launch(a, b, scale_a, scale_b, out, bias)
 
 
 def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_dtype=None, bias=None, num_sms=None):
@@ -374,15 +433,16 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
     is accumulated in fp32 from zero and promoted with its two scales. out_dtype: bf16 (the
     default; ``out``'s dtype when given), fp16 or fp32. schedule: block_k = 128, None =
     ``default_blockscaled_schedule(M)``. Returns ``out`` [M, N]."""
-    return _blockscaled(("a", "b", "scale_a", "scale_b"), a, b, scale_a, scale_b, schedule, out, out_dtype, bias,
-                        num_sms, batched=False)
+    return _blockscaled_call(("a", "b", "scale_a", "scale_b"), a, b, scale_a, scale_b, schedule, out, out_dtype, bias,
+                             num_sms, batched=False)
 
 
 def blockscaled_bmm(x, y, xs, ys, schedule=None, *, out=None, out_dtype=None, bias=None, num_sms=None):
     """The batched ``blockscaled_matmul`` (FlagGems' w8a8 block-FP8 bmm): x [B, M, K],
     y [B, N, K] fp8, xs [B, M, K/128], ys [B, ceil(N/128), K/128] float32 (any strides) →
     z [B, M, N]; bias (length N) is shared by every batch. Returns ``out``."""
-    return _blockscaled(("x", "y", "xs", "ys"), x, y, xs, ys, schedule, out, out_dtype, bias, num_sms, batched=True)
+    return _blockscaled_call(("x", "y", "xs", "ys"), x, y, xs, ys, schedule, out, out_dtype, bias, num_sms,
+                             batched=True)
 
 
 def schedule_trace(M, N, K, schedule, *, num_sms=None, device="cuda"):
