@@ -203,7 +203,7 @@ def test_blockscaled_wide_tile_splits_its_temporary():
     src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
     assert set(re.findall(r"wgmma_rs<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
                           r"tl::DataType::kFloat32, 64, (\d+), 32,", src)) == {"128"} and "wgmma_ss" not in src
-    assert len(re.findall(r"\*\(fp8_e4_4_t\*\)\(v_\d+ \+ \(i_\d+ \* 4\)\) = ", src)) == 1  # A: 16 x 4 bytes a thread
+    assert len(re.findall(r"\*\(fp8_e4_4_t\*\)\(\w+ \+ \(\w+ \* 4\)\) = ", src)) == 1  # A: 16 x 4 bytes a thread
     b_offsets = re.findall(r"increase_descriptor_offset<int>\(desc_b\w*, \(*([^;]*)\);", src)
     assert len(b_offsets) == 2 and b_offsets[1].endswith("+ 16384)") and "16384" not in b_offsets[0], b_offsets
     assert "warpgroup_wait<1>" not in src and src.count("warpgroup_wait<0>") >= 2
