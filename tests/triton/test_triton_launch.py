@@ -100,3 +100,22 @@ def test_schedule_trace_rejects_unsupported_schedules(interp):
         interp.triton.schedule_trace(8, 8, 8, Schedule(split_k=2), device="cpu")
     with pytest.raises(TypeError, match=r"schedule: expected a tlgemm\.schedules\.Schedule"):
         interp.triton.schedule_trace(8, 8, 8, "persistent", device="cpu")
+
+
+def test_validated_plan_is_reused_per_signature(interp):
+    """A repeated call with the same signature reuses its plan on the new tensors (fresh
+    results); another stride, scale or bias makes a new plan; a bad call still raises."""
+    plans = interp.triton.launch._PLANS
+    plans.clear()
+    for _ in range(2):
+        a, b = _ab()
+        torch.testing.assert_close(interp.triton.matmul(a, b, S), a @ b)
+    assert len(plans) == 1
+    a, b = _ab()
+    wide = torch.randn(8, 32)[:, :16]
+    torch.testing.assert_close(interp.triton.matmul(wide, b, S), wide @ b)
+    scale, bias = torch.rand(8) + 0.5, torch.randn(12)
+    torch.testing.assert_close(interp.triton.matmul(a, b, S, scale_a=scale, bias=bias), scale[:, None] * (a @ b) + bias)
+    assert len(plans) == 3
+    with pytest.raises(ValueError, match=r"bias: expected 12 elements"):
+        interp.triton.matmul(a, b, S, bias=torch.ones(8))

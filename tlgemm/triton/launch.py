@@ -23,9 +23,9 @@ naming the argument):
   compiles to more shared memory than the device has is reported as a ValueError naming
   ``schedule`` too.
 
-The block-scaled launchers validate a call once per argument signature (shapes, strides,
-dtypes, device: ``tlgemm._checks.signature``) and keep the launch for later calls with the
-same signature, as the TileLang launchers do.
+The launchers validate a call once per argument signature (shapes, strides, dtypes, device:
+``tlgemm._checks.signature``) and keep what they derived for later calls with the same
+signature, as the TileLang launchers do.
 """
 
 from __future__ import annotations
@@ -190,9 +190,36 @@ def _grid_size(units, schedule, num_sms, device):
     return min(resolve_num_sms(schedule, _num_sms(schedule, num_sms, device)), units)
 
 
-def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms, *, batched=False):
-    """Validate a GEMM (``batched``: one per leading index); return a namespace with out,
-    the epilogue arguments (sa, sb, bias and their strides), shape, grid size P and meta."""
+@dataclass(frozen=True)
+class _Plan:
+    """What a validated GEMM call derives from its arguments' signatures: output shape and
+    dtype, sizes, grid size P (0: nothing to launch), whether the epilogue takes scales, the
+    epilogue vectors' strides and the kernel's compile-time arguments."""
+
+    shape: tuple
+    out_dtype: torch.dtype
+    M: int
+    N: int
+    K: int
+    batch: int
+    P: int
+    scaled: bool
+    epilogue_strides: tuple
+    meta: dict = field(hash=False, compare=False)
+
+
+#: Validated GEMM plans per call signature (bounded: ``tlgemm._checks.remember``).
+_PLANS: dict = {}
+
+
+@functools.lru_cache(maxsize=None)
+def _ones(device: torch.device) -> torch.Tensor:
+    """The float32 scale 1.0 passed for a missing scale_a or scale_b (read only)."""
+    return torch.ones(1, dtype=torch.float32, device=device)
+
+
+def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms, batched) -> _Plan:
+    """Validate a GEMM (``batched``: one per leading index) and derive its ``_Plan``."""
     ndim = 3 if batched else 2
     _check_tensor("a", a, ndim)
     _check_tensor("b", b, ndim)
@@ -219,17 +246,14 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32,
     _check_device(device, (("b", b), ("out", out)))
     epilogue = scale_a is not None or scale_b is not None or bias is not None
     out_dtype = output_dtype(a.dtype, out_dtype if out is None else out.dtype, epilogue)
-    if out is None:
-        out = torch.empty(shape, dtype=out_dtype, device=device)
-    scales = (None, None, 0, 0)
-    if scale_a is not None or scale_b is not None:
-        ones = torch.ones(1, dtype=torch.float32, device=device)
-        sa, sa_stride = _vector("scale_a", ones if scale_a is None else scale_a, (1, M), (torch.float32,), device)
-        sb, sb_stride = _vector("scale_b", ones if scale_b is None else scale_b, (1, N), (torch.float32,), device)
-        scales = (sa, sb, sa_stride, sb_stride)
-    bias_arg, bias_stride = None, 0
+    scaled = scale_a is not None or scale_b is not None
+    sa_stride = sb_stride = bias_stride = 0
+    if scaled:
+        ones = _ones(device)
+        _, sa_stride = _vector("scale_a", ones if scale_a is None else scale_a, (1, M), (torch.float32,), device)
+        _, sb_stride = _vector("scale_b", ones if scale_b is None else scale_b, (1, N), (torch.float32,), device)
     if bias is not None:
-        bias_arg, bias_stride = _vector("bias", bias, (N,), _FLOAT_OUT, device)
+        _, bias_stride = _vector("bias", bias, (N,), _FLOAT_OUT, device)
     check_shared_memory(schedule, a.dtype, b.dtype, shared_memory_limit(device))
     P = 0
     if batch and M and N:
@@ -237,10 +261,36 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32,
             P = _grid_size(batch * num_tiles(M, N, schedule), schedule, num_sms, device)
         else:
             P = num_programs(M, N, K, schedule, _num_sms(schedule, num_sms, device))
+    return _Plan(shape, out_dtype, M, N, K, batch, P, scaled, (sa_stride, sb_stride, bias_stride),
+                 kernel_meta(schedule, P, K, quantized=a.dtype == torch.int8, allow_tf32=allow_tf32))
+
+
+def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms, *, batched=False):
+    """A GEMM's ``_Plan`` (validated once per argument signature, ``tlgemm._checks.signature``,
+    then kept: validation costs the host more than Triton's own launch) bound to this call's
+    tensors: a namespace with out (allocated when None), the epilogue vectors, their strides,
+    sizes, grid size P and meta."""
+    try:
+        key = (batched, schedule, out_dtype, allow_tf32, num_sms, signature(a), signature(b), signature(out),
+               signature(scale_a), signature(scale_b), signature(bias))
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError):
+        key = plan = None
+    if plan is None:
+        plan = _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms, batched)
+        if key is not None:
+            remember(_PLANS, key, plan)
+    if out is None:
+        out = torch.empty(plan.shape, dtype=plan.out_dtype, device=a.device)
+    sa = sb = None
+    if plan.scaled:
+        ones = _ones(a.device)
+        sa = (ones if scale_a is None else scale_a).reshape(-1)
+        sb = (ones if scale_b is None else scale_b).reshape(-1)
     return SimpleNamespace(
-        out=out, M=M, N=N, K=K, batch=batch, P=P,
-        epilogue=(scales[0], scales[1], bias_arg), epilogue_strides=(scales[2], scales[3], bias_stride),
-        meta=kernel_meta(schedule, P, K, quantized=a.dtype == torch.int8, allow_tf32=allow_tf32))
+        out=out, M=plan.M, N=plan.N, K=plan.K, batch=plan.batch, P=plan.P,
+        epilogue=(sa, sb, None if bias is None else bias.reshape(-1)), epilogue_strides=plan.epilogue_strides,
+        meta=plan.meta)
 
 
 def kernel_meta(schedule, num_programs, K, *, quantized, allow_tf32=False):
