@@ -81,6 +81,23 @@ def remember(cache: dict, key, value) -> None:
     cache[key] = value
 
 
+def by_signature(cache: dict, key: tuple, tensors: tuple, build):
+    """``build()``, remembered in ``cache`` under ``key`` and the ``signature`` of each of
+    ``tensors``: a later call with the same signature gets it without building (validating)
+    again. An argument that is no tensor, or a key part that is not hashable, skips the cache,
+    so that ``build()`` raises its error naming the argument."""
+    try:
+        full_key = (*key, *(signature(t) for t in tensors))
+        value = cache.get(full_key)
+    except (AttributeError, TypeError):
+        full_key = value = None
+    if value is None:
+        value = build()
+        if full_key is not None:
+            remember(cache, full_key, value)
+    return value
+
+
 def signature(t):
     """What a launch derives from a tensor argument (None: not given): its shape, strides,
     dtype, device and whether its base address is 16-byte aligned (what TMA needs)."""

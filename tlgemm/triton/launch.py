@@ -39,7 +39,7 @@ from triton.runtime.errors import OutOfResources
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import SCALE_BLOCK, blockscaled_problem, output_dtype, remember, signature, vector
+from tlgemm._checks import SCALE_BLOCK, blockscaled_problem, by_signature, output_dtype, vector
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, resolve_num_sms
 
 from .kernels import (
@@ -270,16 +270,10 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32,
     then kept: validation costs the host more than Triton's own launch) bound to this call's
     tensors: a namespace with out (allocated when None), the epilogue vectors, their strides,
     sizes, grid size P and meta."""
-    try:
-        key = (batched, schedule, out_dtype, allow_tf32, num_sms, signature(a), signature(b), signature(out),
-               signature(scale_a), signature(scale_b), signature(bias))
-        plan = _PLANS.get(key)
-    except (AttributeError, TypeError):
-        key = plan = None
-    if plan is None:
-        plan = _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms, batched)
-        if key is not None:
-            remember(_PLANS, key, plan)
+    plan = by_signature(_PLANS, (batched, schedule, out_dtype, allow_tf32, num_sms),
+                        (a, b, out, scale_a, scale_b, bias),
+                        lambda: _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms,
+                                      batched))
     if out is None:
         out = torch.empty(plan.shape, dtype=plan.out_dtype, device=a.device)
     sa = sb = None
@@ -460,16 +454,10 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
 def _blockscaled_call(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched):
     """``_blockscaled`` once per argument signature, its ``_BlockScaledLaunch`` after that
     (validation and the schedule cost the host more than Triton's own launch)."""
-    try:
-        key = (batched, schedule, out_dtype, num_sms, signature(a), signature(b), signature(scale_a),
-               signature(scale_b), signature(out), signature(bias))
-        launch = _BLOCKSCALED_LAUNCHES.get(key)
-    except (AttributeError, TypeError):
-        key = launch = None
-    if launch is None:
-        launch = _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched)
-        if key is not None:
-            remember(_BLOCKSCALED_LAUNCHES, key, launch)
+    launch = by_signature(_BLOCKSCALED_LAUNCHES, (batched, schedule, out_dtype, num_sms),
+                          (a, b, scale_a, scale_b, out, bias),
+                          lambda: _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms,
+                                               batched))
     return launch(a, b, scale_a, scale_b, out, bias)
 
 
