@@ -757,8 +757,8 @@ def bench_rotating(fn: Callable[[Inputs], object], sets: Sequence[Inputs], warmu
     return do_bench(lambda: fn(next(rotation)), warmup=warmup_ms, rep=rep_ms, return_mode="median")
 
 
-#: Bytes of the memset before each profiled call: DeepGEMM's ``bench_kineto`` (deep_gemm/utils.py)
-#: flushes the L2 with an 8 GB memset before each call of the kernel it times.
+#: Bytes zeroed before each profiled call: DeepGEMM's ``bench_kineto`` (deep_gemm/utils.py) flushes
+#: the L2 by zeroing 8 GB (``torch.empty(...).zero_()``, a fill kernel) before each call it times.
 PROFILE_FLUSH_BYTES = 8 * 10**9
 
 
@@ -793,9 +793,9 @@ def _gpu_activities(fn: Callable[[], object]) -> tuple[list[str], list[float]]:
 
 def kernel_time_us(fn: Callable[[], object], calls: int = 30, flush: Callable[[], object] | None = None) -> list[float]:
     """Device time of each of ``calls`` calls of fn, from the CUDA profiler: the summed duration
-    of the GPU activities each call issues, each call after ``flush()`` (default: a memset of
+    of the GPU activities each call issues, each call after ``flush()`` (default: zeroing
     PROFILE_FLUSH_BYTES, which evicts the L2). This is how DeepGEMM's published figures were
-    measured (``bench_kineto``: kernel duration, 8 GB memset before each call); unlike
+    measured (``bench_kineto``: kernel duration, 8 GB zeroed before each call); unlike
     do_bench it leaves out the launch latency between calls and the host's part of a call."""
     if flush is None:
         flush = torch.empty(PROFILE_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda").zero_

@@ -365,6 +365,7 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
 
 @functools.lru_cache(maxsize=None)
 def _blockscaled_schedule(narrow: bool) -> Schedule:
+    """``default_blockscaled_schedule``'s two Schedules, built once."""
     if narrow:
         return Schedule(block_m=64, block_n=128, block_k=SCALE_BLOCK, num_stages=4).persistent()
     return Schedule(block_m=128, block_n=128, block_k=SCALE_BLOCK, num_stages=4, num_warpgroups=2).persistent()
