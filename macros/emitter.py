@@ -271,6 +271,38 @@ class WGMMAEmitter:
 
         return Fragment([self.block_m, self.block_n], forward_thread_fn=thread, forward_index_fn=index)
 
+    def accum_row_layout(self) -> Fragment:
+        """T.Fragment of a [block_m] vector held beside the accumulator: value i on every thread
+        whose accumulator fragment has row i (the 4 lanes of its quad in each warpgroup along
+        N), so that ``acc[i, j] * v[i]`` reads registers only (PTX ISA 9.7.15.5.1: lane l holds
+        rows l/4 and l/4 + 8 of its warp's 16)."""
+        wg_m, wgs_n, offset = self.wg_m, self.warpgroups_n, self.thread_offset
+
+        def thread(i, rep=0):
+            warpgroup = i // wg_m * wgs_n + rep // 4
+            return warpgroup * 128 + i % 64 // 16 * 32 + i % 8 * 4 + rep % 4 + offset
+
+        def index(i):
+            return i % wg_m // 64 * 2 + i % 16 // 8
+
+        return Fragment([self.block_m], forward_thread_fn=thread, replicate=4 * wgs_n, forward_index_fn=index)
+
+    def accum_col_layout(self) -> Fragment:
+        """T.Fragment of a [block_n] vector held beside the accumulator: value j on every thread
+        whose accumulator fragment has column j (one lane of each quad row, in each warp and
+        warpgroup along M; PTX ISA 9.7.15.5.1: lane l holds columns 8c + 2(l%4) + {0, 1})."""
+        wg_n, wgs_n, offset = self.wg_n, self.warpgroups_n, self.thread_offset
+
+        def thread(j, rep=0):
+            warpgroup = rep // 32 * wgs_n + j // wg_n
+            return warpgroup * 128 + rep % 32 // 8 * 32 + rep % 8 * 4 + j % 8 // 2 + offset
+
+        def index(j):
+            return j % wg_n // 8 * 2 + j % 2
+
+        return Fragment([self.block_n], forward_thread_fn=thread, replicate=32 * self.warpgroups_m,
+                        forward_index_fn=index)
+
     def a_register_layout(self) -> Fragment:
         """T.Fragment of the [block_m, block_k] RS A operand, replicated over warpgroups along N.
 

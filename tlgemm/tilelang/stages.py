@@ -811,6 +811,12 @@ class BlockScaledContext(GemmContext):
         self.row_scales = T.alloc_shared((S + 1, self.row_width), "float32")
         self.col_scales = T.alloc_shared((S + 1, self.col_width), "float32")
         T.annotate_layout({t: self.part_emitter.accum_layout() for t in self.tmp})
+        if self.swap_ab:
+            self.token_factors = T.alloc_fragment((self.part_n,), "float32")
+            T.annotate_layout({self.token_factors: self.part_emitter.accum_col_layout()})
+        else:
+            self.token_factors = T.alloc_fragment((self.block_m,), "float32")
+            T.annotate_layout({self.token_factors: self.part_emitter.accum_row_layout()})
         self.a_local = None
         if self.parts > 1:
             self.a_local = T.alloc_fragment((self.block_m, self.block_k), self.a_storage)
@@ -865,12 +871,22 @@ class BlockScaledContext(GemmContext):
         (``k_end > k_begin``). Position p of a per-block side takes the staged scale
         (offset + p) // 128, offset being the tile's start modulo 128 (p // 128 when the
         side's extent is a power of two: every tile then starts on a 128 boundary or lies
-        inside one block)."""
+        inside one block).
+
+        Each promotion's scales are read from shared memory into registers while its wgmma
+        is still running (``token_factors``, laid out beside the temporary's rows, or its
+        columns under swap-AB: ``accum_row_layout`` / ``accum_col_layout``), the per-block
+        scale folded in where it is one value for the whole part; the wait for the wgmma
+        (``wgmma.wait_group``, which orders all memory accesses) is then followed by
+        register-only FFMAs. Reading them after the wait instead cost 6-15% at M = 4096
+        on the H100 (benchmarks/results/blockscaled_tiles.md)."""
         S, bm, bn, parts, width = self.num_stages, self.block_m, self.block_n, self.parts, self.part_n
         em, it = self.part_emitter, self.iteration
         a_smem, b_smem, full, acc, tmp = self.a_smem, self.b_smem, self.full, self.acc, self.tmp
         row_scales, col_scales, a_bytes, b_bytes = self.row_scales, self.col_scales, self.a_bytes, self.b_bytes
-        swap = self.swap_ab
+        factors, swap = self.token_factors, self.swap_ab
+        # the per-block scale is one value per part: a power-of-two side that a part does not cross
+        folded = (bm & (bm - 1) == 0 and bm <= SCALE_BLOCK) if swap else (bn & (bn - 1) == 0 and width <= SCALE_BLOCK)
 
         def per_block(smem, slot, p, extent, width, start):
             if extent & (extent - 1) == 0:
@@ -881,10 +897,15 @@ class BlockScaledContext(GemmContext):
                 scale = T.if_then_else(offset + p >= w * SCALE_BLOCK, smem[slot, w], scale)
             return scale
 
-        def factor(slot, i, j):
+        def factor(slot, i, j, part):
+            """The scale of temporary element (i, j) of ``part``: its token's from registers,
+            times the per-block one unless folded in."""
             if swap:
-                return per_block(row_scales, slot, i, bm, self.row_width, tile.m0) * col_scales[slot, j]
-            return row_scales[slot, i] * per_block(col_scales, slot, j, bn, self.col_width, tile.n0)
+                token = factors[j]
+                return token if folded else token * per_block(row_scales, slot, i, bm, self.row_width, tile.m0)
+            token = factors[i]
+            return token if folded else token * per_block(col_scales, slot, part * width + j, bn, self.col_width,
+                                                          tile.n0)
 
         a_local = self.a_local
 
@@ -902,6 +923,24 @@ class BlockScaledContext(GemmContext):
                       b_stage_offset=_slot(it, S) * b_bytes + self.part_offset(part))
 
         @T.macro
+        def stage_factors(it, part: int = 0):
+            """K-iteration it's token scales (times the part's block scale where folded) into
+            registers; its ``full`` barrier has been waited for by ``issue``."""
+            slot = _slot(it, S + 1)
+            if swap:
+                for j in T.Parallel(width):
+                    if folded:
+                        factors[j] = col_scales[slot, part * width + j] * row_scales[slot, 0]
+                    else:
+                        factors[j] = col_scales[slot, part * width + j]
+            else:
+                for i in T.Parallel(bm):
+                    if folded:
+                        factors[i] = row_scales[slot, i] * col_scales[slot, part * width // SCALE_BLOCK]
+                    else:
+                        factors[i] = row_scales[slot, i]
+
+        @T.macro
         def retire(it, pending: int):
             em.wait(pending)  # K-iteration it's wgmma, the last reader of its A and B tiles, is done
             self.release(_slot(it, S))
@@ -909,8 +948,7 @@ class BlockScaledContext(GemmContext):
         @T.macro
         def promote(t, it, part: int = 0):
             for i, j in T.Parallel(bm, width):
-                acc[i, part * width + j] = acc[i, part * width + j] + t[i, j] * factor(_slot(it, S + 1), i,
-                                                                                      part * width + j)
+                acc[i, part * width + j] = acc[i, part * width + j] + t[i, j] * factor(_slot(it, S + 1), i, j, part)
 
         @T.macro
         def _consume_overlapped(it):
@@ -918,20 +956,25 @@ class BlockScaledContext(GemmContext):
             issue(tmp[0], it)
             for _ in T.serial(T.truncdiv(k_end - k_begin - 1, 2)):
                 issue(tmp[1], it + 1)
+                stage_factors(it)
                 retire(it, 1)
                 promote(tmp[0], it)
                 issue(tmp[0], it + 2)
+                stage_factors(it + 1)
                 retire(it + 1, 1)
                 promote(tmp[1], it + 1)
                 it += 2
             if T.truncmod(k_end - k_begin - 1, 2) == 1:
                 issue(tmp[1], it + 1)
+                stage_factors(it)
                 retire(it, 1)
                 promote(tmp[0], it)
+                stage_factors(it + 1)
                 retire(it + 1, 0)
                 promote(tmp[1], it + 1)
                 it += 2
             else:
+                stage_factors(it)
                 retire(it, 0)
                 promote(tmp[0], it)
                 it += 1
@@ -942,6 +985,7 @@ class BlockScaledContext(GemmContext):
             for _ in T.serial(k_end - k_begin):
                 for part in list(range(parts)):
                     issue(tmp[0], it, part)
+                    stage_factors(it, part)
                     if part == parts - 1:
                         retire(it, 0)
                     else:
