@@ -873,13 +873,15 @@ class BlockScaledContext(GemmContext):
         side's extent is a power of two: every tile then starts on a 128 boundary or lies
         inside one block).
 
-        Each promotion's scales are read from shared memory into registers while its wgmma
-        is still running (``token_factors``, laid out beside the temporary's rows, or its
-        columns under swap-AB: ``accum_row_layout`` / ``accum_col_layout``), the per-block
-        scale folded in where it is one value for the whole part; the wait for the wgmma
-        (``wgmma.wait_group``, which orders all memory accesses) is then followed by
-        register-only FFMAs. Reading them after the wait instead cost 6-15% at M = 4096
-        on the H100 (benchmarks/results/blockscaled_tiles.md)."""
+        Each promotion's scales go from shared memory into registers first (``token_factors``,
+        laid out beside the temporary's rows, or its columns under swap-AB:
+        ``accum_row_layout`` / ``accum_col_layout``), the per-block scale folded in where it
+        is one value for the whole part, so the promotion itself is register-only FFMAs.
+        With one temporary they are read while the wgmma still runs, before its
+        ``wgmma.wait_group`` (which orders all memory accesses, so nvcc cannot move loads
+        above it): 1.02-1.13x at M = 4096 on the H100. With two, after the wait, where the
+        next K block's wgmma already covers the loads: reading them before it measured
+        2-6% slower at 128x128 (benchmarks/results/blockscaled_tiles.md)."""
         S, bm, bn, parts, width = self.num_stages, self.block_m, self.block_n, self.parts, self.part_n
         em, it = self.part_emitter, self.iteration
         a_smem, b_smem, full, acc, tmp = self.a_smem, self.b_smem, self.full, self.acc, self.tmp
@@ -956,26 +958,26 @@ class BlockScaledContext(GemmContext):
             issue(tmp[0], it)
             for _ in T.serial(T.truncdiv(k_end - k_begin - 1, 2)):
                 issue(tmp[1], it + 1)
-                stage_factors(it)
                 retire(it, 1)
+                stage_factors(it)
                 promote(tmp[0], it)
                 issue(tmp[0], it + 2)
-                stage_factors(it + 1)
                 retire(it + 1, 1)
+                stage_factors(it + 1)
                 promote(tmp[1], it + 1)
                 it += 2
             if T.truncmod(k_end - k_begin - 1, 2) == 1:
                 issue(tmp[1], it + 1)
-                stage_factors(it)
                 retire(it, 1)
+                stage_factors(it)
                 promote(tmp[0], it)
-                stage_factors(it + 1)
                 retire(it + 1, 0)
+                stage_factors(it + 1)
                 promote(tmp[1], it + 1)
                 it += 2
             else:
-                stage_factors(it)
                 retire(it, 0)
+                stage_factors(it)
                 promote(tmp[0], it)
                 it += 1
 
