@@ -229,8 +229,9 @@ def test_blockscaled_streamk_lowers():
 
 
 def test_default_blockscaled_schedule_takes_the_wide_tile():
-    """128x256 where it measured faster (M = 4096, N a multiple of 256, K >= 1024), 128x128
-    on shapes where it did not (K = 512, N = 2112) or where N and K are not given."""
+    """128x256 where it measured faster (M = 4096, N a multiple of 256, K >= 1024), 128x176
+    where it divides an N that 128 does not (2112 = 12 · 176, K >= 1024), 128x128 on the
+    other shapes (K = 512) or where N and K are not given."""
     from tlgemm.tilelang.launch import default_blockscaled_schedule
 
     def tile(M, N=None, K=None):
@@ -239,8 +240,10 @@ def test_default_blockscaled_schedule_takes_the_wide_tile():
 
     for N, K in ((24576, 1536), (7168, 16384), (4096, 7168), (7168, 2048)):
         assert tile(4096, N, K) == (128, 256, 4), (N, K)
-    for N, K in ((32768, 512), (2112, 7168)):
+    for N, K in ((32768, 512), (2112, 512), (4160, 7168)):
         assert tile(4096, N, K) == (128, 128, 4), (N, K)
+    assert tile(4096, 2112, 7168) == (128, 176, 4)
+    assert tile(4096, 2304, 7168)[:2] == (128, 256)
     assert tile(4096) == (128, 128, 4)
     assert tile(128, 7168, 16384)[:2] == (64, 128)
 

@@ -576,6 +576,14 @@ _WIDE_STAGES = 4
 #: the sweep, 1.12x in a probe the same day), lost 3% at K = 512 (4 K blocks a tile, the
 #: epilogue's share larger) and 4% at N = 2112 (benchmarks/results/blockscaled_tiles.md).
 _WIDEST_N, _WIDEST_MIN_K = 256, 1024
+#: Widths above 128 whose result and one temporary fit ``fragment_registers`` on 64 rows a
+#: warpgroup (multiples of 16 up to 192) that the default takes with 128-row tiles, N no
+#: multiple of 128 and K >= ``_WIDEST_MIN_K``: the one dividing N whose last wave is fullest,
+#: where that wave is fuller than with 128 columns. On the H100 at 4096x2112x7168 (128x128:
+#: 4.12 waves), 128x176 (12 tiles across N, 2.91 waves) measured 1.08x 128x128 and 128x192
+#: 1.05x, once the promotion read its staged scales from registers; on shapes where 128 and
+#: 256 columns fill as well, 160 to 192 ran at 0.74-0.95x the default (benchmarks/results/blockscaled_tiles.md).
+_EXACT_N = (144, 160, 176, 192)
 #: Stream-K over all tiles (64x64, or swap-AB's) while 64x64 tiles would fill at most this
 #: fraction of the SMs and K is at least ``_STREAMK_MIN_K``: on the H100 at N = 2112, K = 7168
 #: 1.25x (M = 16), 1.15x (M = 64) and 1.20x (M = 128) the whole-tile default; 0.99x at M = 64, N = 4096
@@ -592,15 +600,18 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     tiles alone make ``_WIDE_WAVES`` waves; else 128-row tiles on two (two temporaries and
     the result: 3 · 64 registers per thread at block_n = 128), ``_WIDE_STAGES`` stages, or
     when N and K are given, 128x``_WIDEST_N`` tiles where they make at least one wave, pad N
-    no more than 128-column tiles do and K is at least ``_WIDEST_MIN_K``. A single GEMM
+    no more than 128-column tiles do and K is at least ``_WIDEST_MIN_K``; else, where N is
+    no multiple of 128, a width of ``_EXACT_N`` that divides it and fills the last wave
+    better (K as large). A single GEMM
     whose 64x64 tiles would fill at most ``_STREAMK_FILL`` of the SMs (N and K given, K at
     least ``_STREAMK_MIN_K``) runs Stream-K over all its tiles: swap-AB's for M <=
     ``_SWAP_AB_MAX_M``, else 64x64 on one warpgroup.
     block_k is the 128-deep scale block. Without swap-AB block_n is 128, halved (down to 16) while fewer than
     ``_FILL_FLOOR`` of the ``num_sms`` · waves slots hold a tile and halving fills more, when
     N is given (small M: N / 128 tiles would leave most SMs idle). As many stages (at most 8,
-    or ``_WIDE_STAGES``) as ``smem_limit`` (sm_90: 227 KiB) holds with this output. Powers of two only: other
-    multiples of 16 run (a schedule may name one) but measured slower on DeepGEMM's shapes.
+    or ``_WIDE_STAGES``) as ``smem_limit`` (sm_90: 227 KiB) holds with this output. Other
+    multiples of 16 than these run too (a schedule may name one) but measured slower on
+    DeepGEMM's shapes.
     Cached: it builds several Schedules (about 0.1 ms of host time uncached)."""
     known = N is not None and M > 0 and N > 0 and batch > 0
 
@@ -627,8 +638,12 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         block_n = 128
         widest = (known and not narrow and K is not None and K >= _WIDEST_MIN_K
                   and tiles(block_m, _WIDEST_N) >= num_sms and -(-N // _WIDEST_N) * 2 <= -(-N // 128))
+        exact = [n for n in _EXACT_N if known and not narrow and K is not None and K >= _WIDEST_MIN_K
+                 and N % 128 and N % n == 0 and fill(block_m, n) > fill(block_m, 128)]
         if widest:
             block_n = _WIDEST_N
+        elif exact:
+            block_n = max(exact, key=lambda n: (fill(block_m, n), n))
         elif known:
             while block_n > 16 and fill(block_m, block_n) < _FILL_FLOOR and fill(block_m, block_n // 2) > fill(
                     block_m, block_n):
