@@ -19,8 +19,9 @@ import statistics
 import torch
 import triton
 
+from tlgemm._checks import cuda_limits
 from tlgemm.bench import blockscaled_inputs, check, cublas_blockwise
-from tlgemm.tilelang.launch import _device_limits, blockscaled_matmul, default_blockscaled_schedule
+from tlgemm.tilelang.launch import blockscaled_matmul, default_blockscaled_schedule
 
 FP8, BF16 = torch.float8_e4m3fn, torch.bfloat16
 PAIRS = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
@@ -32,7 +33,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--m", type=int, default=4096)
     args = parser.parse_args()
-    sms, smem_limit = _device_limits(torch.cuda.current_device())
+    sms, smem_limit = cuda_limits(torch.cuda.current_device())
     rows = []
     for N, K in PAIRS:
         M = args.m

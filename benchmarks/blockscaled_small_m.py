@@ -20,9 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 import triton
 
+from tlgemm._checks import cuda_limits
 from tlgemm.bench import blockscaled_inputs, check, cublas_blockwise
 from tlgemm.schedules import Schedule
-from tlgemm.tilelang.launch import (_compiled_blockscaled, _device_limits, blockscaled_matmul, blockscaled_spec,
+from tlgemm.tilelang.launch import (_compiled_blockscaled, blockscaled_matmul, blockscaled_spec,
                                     blockscaled_stages_that_fit, default_blockscaled_schedule)
 
 FP8, BF16 = torch.float8_e4m3fn, torch.bfloat16
@@ -45,7 +46,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "small_m.json"))
     args = parser.parse_args()
-    sms, smem_limit = _device_limits(torch.cuda.current_device())
+    sms, smem_limit = cuda_limits(torch.cuda.current_device())
     shapes = [(m, n, k) for n, k in PAIRS for m in MS]
     defaults = {shape: default_blockscaled_schedule(shape[0], BF16, smem_limit, N=shape[1], num_sms=sms)
                 for shape in shapes}

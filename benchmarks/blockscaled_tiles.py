@@ -21,9 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 import triton
 
+from tlgemm._checks import cuda_limits
 from tlgemm.bench import blockscaled_inputs, check, cublas_blockwise
 from tlgemm.schedules import Schedule
-from tlgemm.tilelang.launch import (_compiled_blockscaled, _device_limits, blockscaled_matmul, blockscaled_spec,
+from tlgemm.tilelang.launch import (_compiled_blockscaled, blockscaled_matmul, blockscaled_spec,
                                     blockscaled_stages_that_fit)
 
 FP8, BF16 = torch.float8_e4m3fn, torch.bfloat16
@@ -53,7 +54,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "bs_tiles.json"))
     args = parser.parse_args()
-    sms, smem_limit = _device_limits(torch.cuda.current_device())
+    sms, smem_limit = cuda_limits(torch.cuda.current_device())
     specs = {blockscaled_spec(FP8, FP8, BF16, s, sms) for M, _, _ in SHAPES for s in candidates(M, smem_limit)}
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(_compiled_blockscaled, specs))

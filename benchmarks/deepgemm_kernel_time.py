@@ -20,12 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 import triton
 
+from tlgemm._checks import cuda_limits
 import tlgemm.triton
 from tlgemm.bench import (DEEPGEMM_H800_TFLOPS, Device, blockscaled_inputs, check, cublas_blockwise,
                           environment, kernel_time_us)
 from tlgemm.schedules import Schedule
 from tlgemm.testing import reference_gemm
-from tlgemm.tilelang.launch import (_compiled_blockscaled, _device_limits, blockscaled_matmul, blockscaled_spec,
+from tlgemm.tilelang.launch import (_compiled_blockscaled, blockscaled_matmul, blockscaled_spec,
                                     blockscaled_stages_that_fit, default_blockscaled_schedule)
 
 FP8, BF16 = torch.float8_e4m3fn, torch.bfloat16
@@ -57,7 +58,7 @@ def main():
     parser.add_argument("--calls", type=int, default=30, help="profiled calls per implementation")
     parser.add_argument("--no-candidates", action="store_true", help="default schedules only")
     args = parser.parse_args()
-    sms, smem_limit = _device_limits(torch.cuda.current_device())
+    sms, smem_limit = cuda_limits(torch.cuda.current_device())
     probe = torch.randn(1024, 1024, device="cuda")
     print(f"probe: 1024^3 fp32 mm, kernel time {statistics.median(kernel_time_us(lambda: probe @ probe, 5)):.1f} us",
           flush=True)

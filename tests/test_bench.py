@@ -102,7 +102,6 @@ def test_rotation_sets():
     assert bench.rotation_sets(2**30, l2, 6 * 2**30) == 1  # a quarter of free memory holds one
 
 
-
 def test_split_profiled_calls_sums_each_calls_activities():
     flush, call = ["fill"], ["copy", "gemm"]
     names = (flush + call) * 3

@@ -1,7 +1,9 @@
 """Host-side argument rules both backends' launchers share (torch only): dtype classes, the
 output dtype rule, scale/bias vectors, the block-scaled GEMM's operand rules, and a tensor's
-launch signature with the bounded caches keyed by it. Errors name the argument: TypeError
-for a wrong type or dtype, ValueError otherwise."""
+launch signature with the bounded caches keyed by it, a CUDA device's limits. Errors name
+the argument: TypeError for a wrong type or dtype, ValueError otherwise."""
+
+import functools
 
 import torch
 
@@ -102,3 +104,17 @@ def signature(t):
     """What a launch derives from a tensor argument (None: not given): its shape, strides,
     dtype, device and whether its base address is 16-byte aligned (what TMA needs)."""
     return None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _limits_of(index: int) -> tuple[int, int]:
+    props = torch.cuda.get_device_properties(index)
+    return props.multi_processor_count, props.shared_memory_per_block_optin
+
+
+def cuda_limits(device) -> tuple[int, int]:
+    """(SMs, opt-in shared memory per block) of a CUDA device (a torch.device or an index; no
+    index: the current device), queried once per device: a query costs several microseconds
+    of host time, more than a cached launch's own checks."""
+    index = device if isinstance(device, int) else device.index
+    return _limits_of(torch.cuda.current_device() if index is None else index)

@@ -38,7 +38,7 @@ import torch
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import SCALE_BLOCK as _SCALE_BLOCK
-from tlgemm._checks import blockscaled_problem, output_dtype, remember, signature, vector
+from tlgemm._checks import blockscaled_problem, cuda_limits, output_dtype, remember, signature, vector
 from tlgemm import schedules
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
 
@@ -128,12 +128,6 @@ def _k_major_copy(t, pad):
     if pad:
         out[..., cols:].zero_()
     return out
-
-
-@functools.lru_cache(maxsize=None)
-def _device_limits(index: int) -> tuple[int, int]:
-    props = torch.cuda.get_device_properties(index)
-    return props.multi_processor_count, props.shared_memory_per_block_optin
 
 
 @functools.lru_cache(maxsize=None)
@@ -228,7 +222,7 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
                  "col" if vectors[1].numel() == N and N > 1 else "tensor"]
     if bias is not None:
         vectors[2] = vector("bias", bias, (N,), _FLOAT_OUT, device).contiguous()
-    device_sms, smem_limit = _device_limits(device.index if device.index is not None else torch.cuda.current_device())
+    device_sms, smem_limit = cuda_limits(device)
     sms = device_sms
     if not schedule.is_persistent:
         sms = _ONE_PROGRAM_PER_TILE
@@ -535,7 +529,7 @@ def schedule_trace(M, N, K, schedule, *, num_sms=None, device="cuda"):
     make_spec(torch.bfloat16, torch.bfloat16, torch.bfloat16, schedule, 1)
     device = torch.device(device)
     if schedule.is_persistent and schedule.num_sms is None and num_sms is None:
-        num_sms = _device_limits(device.index or 0)[0]
+        num_sms = cuda_limits(device)[0]
     P = num_programs(M, N, K, schedule, num_sms)
     max_items = num_tiles(M, N, schedule) + 1
     trace = torch.full((P, max_items, 4), -1, dtype=torch.int32, device=device)
@@ -740,7 +734,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     bias_vec = None if bias is None else vector("bias", bias, (N,), _FLOAT_OUT, device).contiguous()
     if not (M and N and (not batched or batch[0])):
         return out if out is not None else torch.empty(shape, dtype=out_dtype, device=device)
-    device_sms, smem_limit = _device_limits(device.index if device.index is not None else torch.cuda.current_device())
+    device_sms, smem_limit = cuda_limits(device)
     sms = device_sms if num_sms is None else num_sms
     if schedule is None:
         schedule = default_blockscaled_schedule(M, out_dtype, smem_limit, N=N, K=K, num_sms=sms,

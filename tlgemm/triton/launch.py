@@ -39,7 +39,7 @@ from triton.runtime.errors import OutOfResources
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import SCALE_BLOCK, blockscaled_problem, by_signature, output_dtype, vector
+from tlgemm._checks import SCALE_BLOCK, blockscaled_problem, by_signature, cuda_limits, output_dtype, vector
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, resolve_num_sms
 
 from .kernels import (
@@ -83,20 +83,12 @@ def check_shared_memory(schedule: Schedule, a_dtype: torch.dtype, b_dtype: torch
             f"per block of the device; use smaller blocks or fewer stages")
 
 
-@functools.lru_cache(maxsize=None)
-def _cuda_limits(device: torch.device) -> tuple[int, int]:
-    """(SMs, opt-in shared memory per block) of a CUDA device, queried once: a query costs
-    several microseconds of the host's time per launch."""
-    props = torch.cuda.get_device_properties(device)
-    return props.multi_processor_count, props.shared_memory_per_block_optin
-
-
 def shared_memory_limit(device: torch.device) -> int | None:
     """Opt-in shared memory per block of a CUDA device (227 KiB = 232448 bytes on H100/H200),
     None for other devices (the interpreter has no such limit)."""
     if device.type != "cuda":
         return None
-    return _cuda_limits(device)[1]
+    return cuda_limits(device)[1]
 
 
 def _launch(kernel, grid, schedule, args, meta):
@@ -178,7 +170,7 @@ def _num_sms(schedule, num_sms, device):
     """``num_sms``, or the CUDA device's SM count where a persistent schedule needs one and
     neither it nor the caller gives one."""
     if schedule.is_persistent and schedule.num_sms is None and num_sms is None and device.type == "cuda":
-        return _cuda_limits(device)[0]
+        return cuda_limits(device)[0]
     return num_sms
 
 
