@@ -204,8 +204,12 @@ def test_blockscaled_wide_tile_splits_its_temporary():
     assert set(re.findall(r"wgmma_rs<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
                           r"tl::DataType::kFloat32, 64, (\d+), 32,", src)) == {"128"} and "wgmma_ss" not in src
     assert len(re.findall(r"\*\(fp8_e4_4_t\*\)\(\w+ \+ \(\w+ \* 4\)\) = ", src)) == 1  # A: 16 x 4 bytes a thread
-    b_offsets = re.findall(r"increase_descriptor_offset<int>\(desc_b\w*, \(*([^;]*)\);", src)
-    assert len(b_offsets) == 2 and b_offsets[1].endswith("+ 16384)") and "16384" not in b_offsets[0], b_offsets
+    # each part's first atom (scale-d 0): B's start address, in 16-byte units, 1024 further for the second part
+    b_offsets = re.findall(r"wgmma_rs<[^;]*, uint64_t\((desc\w*) \+ \(*([^;]*?)\)+, reinterpret_cast<uint32_t\*>"
+                           r"\(\w+ \+ 0\), 0\);", src)
+    assert len(b_offsets) == 2 and b_offsets[0][0] == b_offsets[1][0], b_offsets
+    assert b_offsets[1][1].endswith("+ 1024") and "1024" not in b_offsets[0][1], b_offsets
+    assert src.count("initialize_wgmma_descriptor") == 1, "B's descriptor is built once, before the K loop"
     assert "warpgroup_wait<1>" not in src and src.count("warpgroup_wait<0>") >= 2
     assert "mma.sync" not in src
 

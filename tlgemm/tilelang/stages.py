@@ -466,9 +466,10 @@ class GemmContext:
 
         @T.macro
         def _consume(it):
+            descriptors = em.ring_descriptors(a_smem, b_smem)
             for k in T.serial(k_begin, k_end):
                 T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
-                em.ss(a_smem, b_smem, acc, clear_accum=k == k_begin, wait=1,
+                em.ss(a_smem, b_smem, acc, clear_accum=k == k_begin, wait=1, descriptors=descriptors,
                       a_stage_offset=_slot(it, S) * a_bytes, b_stage_offset=_slot(it, S) * b_bytes)
                 if k > k_begin:
                     self.release(_slot(it + S - 1, S))
@@ -926,16 +927,17 @@ class BlockScaledContext(GemmContext):
         a_local = self.a_local
 
         @T.macro
-        def issue(t, it, part: int = 0):
+        def issue(t, it, descriptors, part: int = 0):
             if part == 0:
                 T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
             if a_local is None:
-                em.ss(a_smem, b_smem, t, clear_accum=True, wait=None, a_stage_offset=_slot(it, S) * a_bytes,
+                em.ss(a_smem, b_smem, t, clear_accum=True, wait=None, descriptors=descriptors,
+                      a_stage_offset=_slot(it, S) * a_bytes,
                       b_stage_offset=_slot(it, S) * b_bytes + self.part_offset(part))
             else:
                 if part == 0:
                     T.copy(a_smem[_slot(it, S), :, :], a_local)
-                em.rs(a_local, b_smem, t, clear_accum=True, wait=None,
+                em.rs(a_local, b_smem, t, clear_accum=True, wait=None, desc_b=descriptors[1],
                       b_stage_offset=_slot(it, S) * b_bytes + self.part_offset(part))
 
         @T.macro
@@ -969,20 +971,21 @@ class BlockScaledContext(GemmContext):
 
         @T.macro
         def _consume_overlapped(it):
+            descriptors = em.ring_descriptors(a_smem if a_local is None else None, b_smem)
             T.clear(acc)
-            issue(tmp[0], it)
+            issue(tmp[0], it, descriptors)
             for _ in T.serial(T.truncdiv(k_end - k_begin - 1, 2)):
-                issue(tmp[1], it + 1)
+                issue(tmp[1], it + 1, descriptors)
                 retire(it, 1)
                 stage_factors(it)
                 promote(tmp[0], it)
-                issue(tmp[0], it + 2)
+                issue(tmp[0], it + 2, descriptors)
                 retire(it + 1, 1)
                 stage_factors(it + 1)
                 promote(tmp[1], it + 1)
                 it += 2
             if T.truncmod(k_end - k_begin - 1, 2) == 1:
-                issue(tmp[1], it + 1)
+                issue(tmp[1], it + 1, descriptors)
                 retire(it, 1)
                 stage_factors(it)
                 promote(tmp[0], it)
@@ -998,10 +1001,11 @@ class BlockScaledContext(GemmContext):
 
         @T.macro
         def _consume_serial(it):
+            descriptors = em.ring_descriptors(a_smem if a_local is None else None, b_smem)
             T.clear(acc)
             for _ in T.serial(k_end - k_begin):
                 for part in list(range(parts)):
-                    issue(tmp[0], it, part)
+                    issue(tmp[0], it, descriptors, part)
                     stage_factors(it, part)
                     if part == parts - 1:
                         retire(it, 0)
