@@ -128,3 +128,13 @@ def test_atom_indices_are_checked():
         em.ss_atom(None, None, None, 0, 0, 4)
     with pytest.raises(ValueError, match="wait"):
         em.wait(8)
+
+
+def test_stage_offsets_become_descriptor_start_units():
+    """Stage offsets are bytes; the atoms add them to the descriptor's start address in 16-byte
+    units (PTX ISA 9.7.15.5.1.2), so an offset that is not a multiple of 16 is refused."""
+    from tlgemm.macros.emitter import _start_units
+
+    assert _start_units(0) == 0 and _start_units(16384) == 1024
+    with pytest.raises(ValueError, match="stage offset: 8 bytes is not a multiple of 16"):
+        _start_units(8)
