@@ -4,19 +4,24 @@ select()'s schedule) vs cuBLAS, vs TileLang's own T.gemm and vs tlgemm's Triton 
 variants of the TileLang kernel (Stream-K over the last partial wave, the other raster order,
 wider raster groups, 2-CTA clusters with TMA multicast) to show where select()'s choice stands.
 
-    python benchmarks/core_speed.py --out benchmarks/results/core_speed_h100.json
+    python benchmarks/core_speed.py --out benchmarks/results/core_speed_h100.json --rounds 3 --kernel-time
 
 C[M, N] = A[M, K] · W[N, K]ᵀ, both operands K-major; cuBLAS is torch.matmul (bf16) and
 torch._scaled_mm with per-tensor scales of one (fp8). T.gemm: T.Pipelined + T.gemm, 128x256
 tile, 3 stages, 256 threads (benchmarks/emitter_vs_tgemm.py). Every kernel's result is checked
 against cuBLAS's before it is timed (a wrong one gets no number). Timing:
-triton.testing.do_bench medians (it flushes L2 between repetitions). Targets (issue 6): the
+triton.testing.do_bench medians (it flushes L2 between repetitions); with ``--rounds R`` every kernel
+of every row is timed once per round, rows and kernels interleaved, and a cell is the median of
+its R figures (one host drifts by several percent within minutes, so back-to-back timings of
+one row would compare the kernels at different moments); ``--kernel-time`` adds cuBLAS's and
+tilelang's device time per call (tlgemm.bench.kernel_time_us, DeepGEMM's method). Targets (issue 6): the
 TileLang kernel >= 1.0x cuBLAS in bf16 and >= 1.05x in fp8 on these shapes.
 """
 
 import argparse
 import datetime
 import json
+import statistics
 from dataclasses import replace
 
 import tilelang
@@ -25,6 +30,7 @@ from triton.testing import do_bench
 
 import tlgemm
 from emitter_vs_tgemm import tgemm
+from tlgemm.bench import kernel_time_us
 from tlgemm.testing import relative_error
 
 SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (4096, 7168, 16384))
@@ -51,56 +57,92 @@ def variants(schedule, M, N, sms):
     return out
 
 
+def build_row(name, dtype, M, N, K, sms):
+    """Inputs, cuBLAS's reference result and the timed calls of one row, each checked first
+    on a NaN-poisoned output (a wrong kernel gets no number: its label maps to its error)."""
+    a = torch.randn(M, K, device="cuda").to(dtype)
+    w = torch.randn(N, K, device="cuda").to(dtype)
+    cublas = cublas_call(a, w)
+    ref = cublas().float()
+    c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+    plan = tlgemm.explain(a, w.t(), backend="tilelang", out_dtype=torch.bfloat16)
+    tg = tgemm(M, N, K, "bf16" if name == "bf16" else "e4m3", 128, 256, 64 if name == "bf16" else 128, 3, 256)
+    kernels = {"cublas": cublas,
+               "tgemm": lambda: tg(a, w, c),
+               "tilelang": lambda: tlgemm.matmul(a, w.t(), out=c, backend="tilelang"),
+               "triton": lambda: tlgemm.matmul(a, w.t(), out=c, backend="triton")}
+    for label, s in variants(plan.schedule, M, N, sms).items():
+        if label != "select":
+            kernels[f"tilelang_{label}"] = lambda s=s: tlgemm.matmul(a, w.t(), out=c, backend="tilelang", schedule=s)
+    checked, errors = {}, {}
+    for label, fn in kernels.items():
+        c.fill_(float("nan"))
+        result = fn()
+        result = result if isinstance(result, torch.Tensor) else c  # T.gemm writes c
+        err = relative_error(result.float(), ref)
+        if err < 1e-2:
+            checked[label] = fn
+        else:
+            errors[label] = err
+    return str(plan.schedule), checked, errors
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--rep", type=int, default=200, help="do_bench measuring time per kernel, ms")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="interleaved rounds: every kernel of every row once per round; a cell is the median")
+    parser.add_argument("--kernel-time", action="store_true",
+                        help="also cuBLAS's and tilelang's device time (tlgemm.bench.kernel_time_us, L2 evicted "
+                             "before each call), median over the rounds")
     args = parser.parse_args()
     props = torch.cuda.get_device_properties(0)
     rows = []
     for name, dtype in DTYPES.items():
         for M, N, K in SHAPES:
-            a = torch.randn(M, K, device="cuda").to(dtype)
-            w = torch.randn(N, K, device="cuda").to(dtype)
-            cublas = cublas_call(a, w)
-            ref = cublas().float()
-            c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-            plan = tlgemm.explain(a, w.t(), backend="tilelang", out_dtype=torch.bfloat16)
-            tg = tgemm(M, N, K, "bf16" if name == "bf16" else "e4m3", 128, 256, 64 if name == "bf16" else 128, 3, 256)
-            kernels = {"cublas": cublas,
-                       "tgemm": lambda: tg(a, w, c),
-                       "tilelang": lambda: tlgemm.matmul(a, w.t(), out=c, backend="tilelang"),
-                       "triton": lambda: tlgemm.matmul(a, w.t(), out=c, backend="triton")}
-            for label, s in variants(plan.schedule, M, N, props.multi_processor_count).items():
-                if label != "select":
-                    kernels[f"tilelang_{label}"] = (
-                        lambda s=s: tlgemm.matmul(a, w.t(), out=c, backend="tilelang", schedule=s))
-            flops = 2 * M * N * K
-            row = {"dtype": name, "M": M, "N": N, "K": K, "schedule": str(plan.schedule)}
-            for label, fn in kernels.items():
-                c.fill_(float("nan"))
-                result = fn()
-                result = result if isinstance(result, torch.Tensor) else c  # T.gemm writes c
-                err = relative_error(result.float(), ref)
-                if not err < 1e-2:
-                    row[label] = None
-                    row[f"{label}_error"] = err
-                    continue
-                row[label] = flops / do_bench(fn, warmup=50, rep=args.rep) / 1e9
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            result = {"gpu": props.name, "date": datetime.datetime.now().isoformat(timespec="seconds"),
-                      "torch": torch.__version__, "tilelang": tilelang.__version__, "rows": rows}
-            with open(args.out, "w") as f:  # after every row: a cut-off run keeps what it measured
-                json.dump(result, f, indent=1)
-    labels = [k for k in rows[0] if k not in ("dtype", "M", "N", "K", "schedule") and not k.endswith("_error")]
-    print(f"\n{props.name}; TFLOP/s, and tilelang / cuBLAS")
-    print("| dtype | M x N x K | " + " | ".join(labels) + " | tilelang / cuBLAS |")
-    print("|---" * (len(labels) + 3) + "|")
-    for r in rows:
+            schedule, checked, errors = build_row(name, dtype, M, N, K, props.multi_processor_count)
+            rows.append({"dtype": name, "M": M, "N": N, "K": K, "schedule": schedule, "checked": checked,
+                         "errors": errors, "samples": {label: [] for label in checked}, "kernel_samples": {}})
+    for _ in range(args.rounds):
+        for row in rows:
+            flops = 2 * row["M"] * row["N"] * row["K"]
+            for label, fn in row["checked"].items():
+                row["samples"][label].append(flops / do_bench(fn, warmup=50, rep=args.rep) / 1e9)
+            if args.kernel_time:
+                for label in ("cublas", "tilelang"):
+                    us = statistics.median(kernel_time_us(row["checked"][label], calls=20))
+                    row["kernel_samples"].setdefault(label, []).append(flops / us / 1e6)
+    table = []
+    for row in rows:
+        entry = {k: row[k] for k in ("dtype", "M", "N", "K", "schedule")}
+        for label in ("cublas", "tgemm", "tilelang", "triton", *(k for k in row["samples"] if k.startswith("tilelang_"))):
+            if label in row["errors"]:
+                entry[label], entry[f"{label}_error"] = None, row["errors"][label]
+            elif label in row["samples"]:
+                entry[label] = statistics.median(row["samples"][label])
+                entry[f"{label}_rounds"] = row["samples"][label]
+        for label, samples in row["kernel_samples"].items():
+            entry[f"{label}_kernel_time"] = statistics.median(samples)
+            entry[f"{label}_kernel_time_rounds"] = samples
+        table.append(entry)
+    result = {"gpu": props.name, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "torch": torch.__version__, "tilelang": tilelang.__version__, "rounds": args.rounds,
+              "rep_ms": args.rep, "rows": table}
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    labels = [k for k in table[0] if k not in ("dtype", "M", "N", "K", "schedule")
+              and not k.endswith(("_error", "_rounds", "_kernel_time"))]
+    print(f"\n{props.name}; TFLOP/s (median of {args.rounds} round(s)), and tilelang / cuBLAS")
+    timed = ["kernel time: tilelang / cuBLAS"] if args.kernel_time else []
+    print("| dtype | M x N x K | " + " | ".join(labels + ["tilelang / cuBLAS"] + timed) + " |")
+    print("|---" * (len(labels) + 3 + len(timed)) + "|")
+    for r in table:
         cells = [f"{r[k]:.0f}" if r.get(k) else "-" for k in labels]
-        ratio = r["tilelang"] / r["cublas"] if r.get("tilelang") and r.get("cublas") else 0
-        print(f"| {r['dtype']} | {r['M']}x{r['N']}x{r['K']} | " + " | ".join(cells) + f" | {ratio:.3f} |")
+        cells.append(f"{r['tilelang'] / r['cublas']:.3f}" if r.get("tilelang") and r.get("cublas") else "-")
+        if args.kernel_time:
+            cells.append(f"{r['tilelang_kernel_time'] / r['cublas_kernel_time']:.3f}")
+        print(f"| {r['dtype']} | {r['M']}x{r['N']}x{r['K']} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
