@@ -59,7 +59,8 @@ def variants(schedule, M, N, sms):
 
 def build_row(name, dtype, M, N, K, sms):
     """Inputs, cuBLAS's reference result and the timed calls of one row, each checked first
-    on a NaN-poisoned output (a wrong kernel gets no number: its label maps to its error)."""
+    on a NaN-poisoned output: (select()'s schedule, the kernels' labels, the calls that passed
+    by label, the relative error of those that did not; a wrong kernel gets no number)."""
     a = torch.randn(M, K, device="cuda").to(dtype)
     w = torch.randn(N, K, device="cuda").to(dtype)
     cublas = cublas_call(a, w)
@@ -84,7 +85,26 @@ def build_row(name, dtype, M, N, K, sms):
             checked[label] = fn
         else:
             errors[label] = err
-    return str(plan.schedule), checked, errors
+    return str(plan.schedule), list(kernels), checked, errors
+
+
+def table_of(rows):
+    """The JSON rows: each kernel's median TFLOP/s and its rounds (None and the error where it
+    failed its check), and with kernel time the same for cuBLAS and tilelang."""
+    table = []
+    for row in rows:
+        entry = {k: row[k] for k in ("dtype", "M", "N", "K", "schedule")}
+        for label in row["labels"]:
+            if label in row["errors"]:
+                entry[label], entry[f"{label}_error"] = None, row["errors"][label]
+            elif row["samples"][label]:
+                entry[label] = statistics.median(row["samples"][label])
+                entry[f"{label}_rounds"] = row["samples"][label]
+        for label, samples in row["kernel_samples"].items():
+            entry[f"{label}_kernel_time"] = statistics.median(samples)
+            entry[f"{label}_kernel_time_rounds"] = samples
+        table.append(entry)
+    return table
 
 
 def main():
@@ -101,47 +121,39 @@ def main():
     rows = []
     for name, dtype in DTYPES.items():
         for M, N, K in SHAPES:
-            schedule, checked, errors = build_row(name, dtype, M, N, K, props.multi_processor_count)
+            schedule, labels, checked, errors = build_row(name, dtype, M, N, K, props.multi_processor_count)
             rows.append({"dtype": name, "M": M, "N": N, "K": K, "schedule": schedule, "checked": checked,
-                         "errors": errors, "samples": {label: [] for label in checked}, "kernel_samples": {}})
+                         "errors": errors, "labels": labels, "samples": {label: [] for label in checked},
+                         "kernel_samples": {}})
     for _ in range(args.rounds):
         for row in rows:
             flops = 2 * row["M"] * row["N"] * row["K"]
             for label, fn in row["checked"].items():
                 row["samples"][label].append(flops / do_bench(fn, warmup=50, rep=args.rep) / 1e9)
-            if args.kernel_time:
-                for label in ("cublas", "tilelang"):
+            for label in ("cublas", "tilelang") if args.kernel_time else ():
+                if label in row["checked"]:
                     us = statistics.median(kernel_time_us(row["checked"][label], calls=20))
                     row["kernel_samples"].setdefault(label, []).append(flops / us / 1e6)
-    table = []
-    for row in rows:
-        entry = {k: row[k] for k in ("dtype", "M", "N", "K", "schedule")}
-        for label in ("cublas", "tgemm", "tilelang", "triton", *(k for k in row["samples"] if k.startswith("tilelang_"))):
-            if label in row["errors"]:
-                entry[label], entry[f"{label}_error"] = None, row["errors"][label]
-            elif label in row["samples"]:
-                entry[label] = statistics.median(row["samples"][label])
-                entry[f"{label}_rounds"] = row["samples"][label]
-        for label, samples in row["kernel_samples"].items():
-            entry[f"{label}_kernel_time"] = statistics.median(samples)
-            entry[f"{label}_kernel_time_rounds"] = samples
-        table.append(entry)
-    result = {"gpu": props.name, "date": datetime.datetime.now().isoformat(timespec="seconds"),
-              "torch": torch.__version__, "tilelang": tilelang.__version__, "rounds": args.rounds,
-              "rep_ms": args.rep, "rows": table}
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-    labels = [k for k in table[0] if k not in ("dtype", "M", "N", "K", "schedule")
-              and not k.endswith(("_error", "_rounds", "_kernel_time"))]
+        result = {"gpu": props.name, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                  "torch": torch.__version__, "tilelang": tilelang.__version__, "rounds": args.rounds,
+                  "rep_ms": args.rep, "rows": table_of(rows)}
+        with open(args.out, "w") as f:  # after every round: a cut-off run keeps what it measured
+            json.dump(result, f, indent=1)
+    table = result["rows"]
+    labels = list(dict.fromkeys(label for row in rows for label in row["labels"]))
     print(f"\n{props.name}; TFLOP/s (median of {args.rounds} round(s)), and tilelang / cuBLAS")
     timed = ["kernel time: tilelang / cuBLAS"] if args.kernel_time else []
     print("| dtype | M x N x K | " + " | ".join(labels + ["tilelang / cuBLAS"] + timed) + " |")
     print("|---" * (len(labels) + 3 + len(timed)) + "|")
+
+    def ratio(r, tilelang, cublas):
+        return f"{r[tilelang] / r[cublas]:.3f}" if r.get(tilelang) and r.get(cublas) else "-"
+
     for r in table:
         cells = [f"{r[k]:.0f}" if r.get(k) else "-" for k in labels]
-        cells.append(f"{r['tilelang'] / r['cublas']:.3f}" if r.get("tilelang") and r.get("cublas") else "-")
+        cells.append(ratio(r, "tilelang", "cublas"))
         if args.kernel_time:
-            cells.append(f"{r['tilelang_kernel_time'] / r['cublas_kernel_time']:.3f}")
+            cells.append(ratio(r, "tilelang_kernel_time", "cublas_kernel_time"))
         print(f"| {r['dtype']} | {r['M']}x{r['N']}x{r['K']} | " + " | ".join(cells) + " |")
 
 
