@@ -185,30 +185,39 @@ def test_blockscaled_kernel_lowers_with_non_power_of_two_block_n(block_n, tempor
     assert "mma.sync" not in src
 
 
-def test_blockscaled_wide_tile_splits_its_temporary():
-    """128x256 on two warpgroups: each K block as two m64n128 wgmma batches into one
-    half-width temporary, A from registers (RS, copied once per K block), B's descriptor moved
-    128 rows (16 KiB) for the second, each batch waited for (wait_group 0) and promoted
-    before the next; one staging buffer, so the ring keeps 4 stages in 227 KiB."""
+@pytest.mark.parametrize("block_m, warpgroups", [(128, 2), (64, 1)])
+def test_blockscaled_wide_tile_splits_its_temporary(block_m, warpgroups):
+    """128x256 on two warpgroups (64x256 on one): each K block as two m64n128 wgmma batches into one
+    half-width temporary, A from registers (RS, copied once per K block: the first block's
+    before the loop, each next block's once the last batch's wait has freed the registers,
+    before that batch's promotion), B's descriptor moved 128 rows (16 KiB) for the second,
+    each batch waited for (wait_group 0) and promoted before the next; the last K block
+    peeled off (nothing to copy after it); one staging buffer, so the ring keeps 4 stages
+    in 227 KiB."""
     from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
     from tlgemm.tilelang.kernels import blockscaled_gemm
     from tlgemm.tilelang.launch import _blockscaled_smem, blockscaled_spec, blockscaled_stages_that_fit
     from tlgemm.tilelang.stages import BlockScaledContext
 
-    schedule = blockscaled_stages_that_fit(Schedule(block_m=128, block_n=256, block_k=128, num_stages=4,
-                                                    num_warpgroups=2).persistent(132))
+    schedule = blockscaled_stages_that_fit(Schedule(block_m=block_m, block_n=256, block_k=128, num_stages=4,
+                                                    num_warpgroups=warpgroups).persistent(132))
     assert schedule.num_stages == 4 and BlockScaledContext.store_staging_of(schedule) == (64, 1)
     assert _blockscaled_smem(schedule, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16) <= 232448
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
     src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
     assert set(re.findall(r"wgmma_rs<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
                           r"tl::DataType::kFloat32, 64, (\d+), 32,", src)) == {"128"} and "wgmma_ss" not in src
-    assert len(re.findall(r"\*\(fp8_e4_4_t\*\)\(\w+ \+ \(\w+ \* 4\)\) = ", src)) == 1  # A: 16 x 4 bytes a thread
+    a_copies = [m.start() for m in re.finditer(r"\*\(fp8_e4_4_t\*\)\(\w+ \+ \(\w+ \* 4\)\) = ", src)]
+    assert len(a_copies) == 2  # A: 16 x 4 bytes a thread, before the loop and inside it
     # each part's first atom (scale-d 0): B's start address, in 16-byte units, 1024 further for the second part
-    b_offsets = re.findall(r"wgmma_rs<[^;]*, uint64_t\((desc\w*) \+ \(*([^;]*?)\)+, reinterpret_cast<uint32_t\*>"
-                           r"\(\w+ \+ 0\), 0\);", src)
-    assert len(b_offsets) == 2 and b_offsets[0][0] == b_offsets[1][0], b_offsets
-    assert b_offsets[1][1].endswith("+ 1024") and "1024" not in b_offsets[0][1], b_offsets
+    b_atoms = list(re.finditer(r"wgmma_rs<[^;]*, uint64_t\((desc\w*) \+ \(*([^;]*?)\)+, "
+                               r"reinterpret_cast<uint32_t\*>\(\w+ \+ 0\), 0\);", src))
+    b_offsets = [m.groups() for m in b_atoms]
+    assert len(b_offsets) == 4 and len({d for d, _ in b_offsets}) == 1, b_offsets  # the loop's block, the last
+    assert all(o.endswith("+ 1024") == (i % 2 == 1) for i, (_, o) in enumerate(b_offsets)), b_offsets
+    # the next block's A: after the loop's second batch and its wait, before the peeled last block
+    second_wait = src.index("warpgroup_wait<0>", b_atoms[1].end())
+    assert a_copies[0] < b_atoms[0].start() and second_wait < a_copies[1] < b_atoms[2].start()
     assert src.count("initialize_wgmma_descriptor") == 1, "B's descriptor is built once, before the K loop"
     assert "warpgroup_wait<1>" not in src and src.count("warpgroup_wait<0>") >= 2
     assert "mma.sync" not in src

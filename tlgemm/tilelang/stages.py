@@ -698,7 +698,9 @@ class BlockScaledContext(GemmContext):
     before the next is issued, so the result and one part-wide temporary fit the budget.
     The parts take A from registers (wgmma RS, PTX ISA 9.7.15.5.1), copied once per K block
     from the ring slot, instead of each part reading A's tile from shared memory again (SS):
-    1.05x at 4096x7168x16384 on the H100, within 1% on DeepGEMM's other M = 4096 shapes."""
+    1.05x at 4096x7168x16384 on the H100, within 1% on DeepGEMM's other M = 4096 shapes. Four
+    quarter-width parts in two temporaries, each promoted while the next runs (the same
+    registers), measured 0.90x: wgmma N = 64 runs below the tensor cores' rate."""
 
     #: float32 registers per consumer thread for the result and its temporaries. ptxas spilled
     #: and serialised the wgmma (warning C7512) at 128x256 with two temporaries (384).
@@ -927,16 +929,22 @@ class BlockScaledContext(GemmContext):
         a_local = self.a_local
 
         @T.macro
+        def fetch_a(it):
+            """Wait for K-iteration it's slot and copy A's tile into ``a_local`` (wgmma RS)."""
+            T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
+            T.copy(a_smem[_slot(it, S), :, :], a_local)
+
+        @T.macro
         def issue(t, it, descriptors, part: int = 0):
-            if part == 0:
-                T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
+            """Part ``part`` of K-iteration it's wgmma into ``t``; with A in registers, after
+            ``fetch_a(it)``."""
             if a_local is None:
+                if part == 0:
+                    T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
                 em.ss(a_smem, b_smem, t, clear_accum=True, wait=None, descriptors=descriptors,
                       a_stage_offset=_slot(it, S) * a_bytes,
                       b_stage_offset=_slot(it, S) * b_bytes + self.part_offset(part))
             else:
-                if part == 0:
-                    T.copy(a_smem[_slot(it, S), :, :], a_local)
                 em.rs(a_local, b_smem, t, clear_accum=True, wait=None, desc_b=descriptors[1],
                       b_stage_offset=_slot(it, S) * b_bytes + self.part_offset(part))
 
@@ -1000,18 +1008,46 @@ class BlockScaledContext(GemmContext):
                 it += 1
 
         @T.macro
+        def serial_block(it, descriptors, fetch_next: bool = False):
+            """One K block, its parts each issued, waited for and promoted in turn. With A in
+            registers and ``fetch_next``, the next K block's A is copied in as soon as the last
+            part's wgmma has freed the registers, before that part's promotion: the loads'
+            latency is then covered by the promotion's FFMAs instead of delaying the next
+            issue (1.02-1.04x at M = 4096 on the H100, benchmarks/results/blockscaled_tiles.md)."""
+            for part in list(range(parts)):
+                issue(tmp[0], it, descriptors, part)
+                stage_factors(it, part)
+                if part == parts - 1:
+                    retire(it, 0)
+                    if fetch_next:
+                        fetch_a(it + 1)
+                else:
+                    em.wait(0)
+                promote(tmp[0], it, part)
+
+        @T.macro
         def _consume_serial(it):
             descriptors = em.ring_descriptors(a_smem if a_local is None else None, b_smem)
             T.clear(acc)
-            for _ in T.serial(k_end - k_begin):
+            if a_local is None:
+                for _ in T.serial(k_end - k_begin):
+                    serial_block(it, descriptors)
+                    it += 1
+            else:
+                fetch_a(it)
+                for _ in T.serial(k_end - k_begin - 1):
+                    serial_block(it, descriptors, True)
+                    it += 1
+                # the last K block, peeled off (no A to copy after it), gives its slot back after
+                # its promotions: given back before them, outside the loop, tilelang 0.1.15's
+                # ThreadSync asks for a shared-memory barrier that it cannot lower on one
+                # consumer warpgroup
                 for part in list(range(parts)):
                     issue(tmp[0], it, descriptors, part)
                     stage_factors(it, part)
-                    if part == parts - 1:
-                        retire(it, 0)
-                    else:
-                        em.wait(0)
+                    em.wait(0)
                     promote(tmp[0], it, part)
+                self.release(_slot(it, S))
                 it += 1
 
         return _consume_overlapped(it) if self.temporaries == 2 else _consume_serial(it)
