@@ -113,7 +113,9 @@ class InputView:
         buffer) into ring slot ``stage``; the copy's bytes complete ``barrier``. Within a
         2-CTA cluster, where the predicate ``multicast`` holds, rank 0 copies the tile into
         the same slot of both CTAs (TMA multicast, PTX ISA 9.7.9.25) and rank 1 copies
-        nothing; each CTA still expects the tile's bytes on its own ``barrier``."""
+        nothing; each CTA still expects the tile's bytes on its own ``barrier``. (tilelang
+        0.1.15's ``tma_copy`` has the lowest rank of ``cluster_mask`` issue a multicast, so
+        the two CTAs cannot each issue half of the tile to both, as CUTLASS does, through it.)"""
         buf, k_major = self.buffer, self.major is Major.K
 
         def region(rows, cols):
