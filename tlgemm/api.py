@@ -54,7 +54,7 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -610,13 +610,23 @@ def _scaled_mm_eager(a, b, scale_a, scale_b, bias=None, out=None, out_dtype=None
 # ---- public functions ---------------------------------------------------------------------
 
 
+_SCHEDULE_FIELDS = tuple(f.name for f in fields(Schedule))
+
+
 @torch.compiler.assume_constant_result
+def _schedule_json(values: tuple) -> str:
+    return json.dumps(dict(zip(_SCHEDULE_FIELDS, values)), sort_keys=True)
+
+
 def _schedule_arg(schedule) -> str | None:
-    """A Schedule as the ops' string argument (a trace-time constant under torch.compile)."""
+    """A Schedule as the ops' string argument, a trace-time constant under torch.compile:
+    its field values (plain constants) go to ``_schedule_json``, as torch 2.11's dynamo
+    cannot hand a frozen dataclass to a constant-result function ("can't reconstruct
+    arbitrary frozen dataclass instances")."""
     if schedule is None:
         return None
     _check_schedule(schedule)
-    return json.dumps(schedule.to_dict(), sort_keys=True)
+    return _schedule_json(tuple(getattr(schedule, name) for name in _SCHEDULE_FIELDS))
 
 
 @functools.lru_cache(maxsize=256)
