@@ -192,8 +192,9 @@ def test_blockscaled_wide_tile_splits_its_temporary(block_m, warpgroups):
     before the loop, each next block's once the last batch's wait has freed the registers,
     before that batch's promotion), B's descriptor moved 128 rows (16 KiB) for the second,
     each batch waited for (wait_group 0) and promoted before the next; the last K block
-    peeled off (nothing to copy after it); one staging buffer, so the ring keeps 4 stages
-    in 227 KiB."""
+    peeled off (nothing to copy after it; on one warpgroup it lowers only with its slot
+    given back after its promotions); one staging buffer, so the ring keeps 4 stages in
+    227 KiB."""
     from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
     from tlgemm.tilelang.kernels import blockscaled_gemm
     from tlgemm.tilelang.launch import _blockscaled_smem, blockscaled_spec, blockscaled_stages_that_fit

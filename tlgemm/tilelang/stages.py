@@ -702,7 +702,8 @@ class BlockScaledContext(GemmContext):
     from the ring slot, instead of each part reading A's tile from shared memory again (SS):
     1.05x at 4096x7168x16384 on the H100, within 1% on DeepGEMM's other M = 4096 shapes. Four
     quarter-width parts in two temporaries, each promoted while the next runs (the same
-    registers), measured 0.90x: wgmma N = 64 runs below the tensor cores' rate."""
+    registers), measured 0.90x: the smaller wgmma batches cost more than the waits they hide
+    (benchmarks/results/blockscaled_tiles.md)."""
 
     #: float32 registers per consumer thread for the result and its temporaries. ptxas spilled
     #: and serialised the wgmma (warning C7512) at 128x256 with two temporaries (384).
