@@ -422,6 +422,7 @@ def test_markdown_json_round_trip(tmp_path, capsys):
     assert "### tlgemm Triton" in text and "| llm | fp8 | 1x7168x16384 | 0.50x |" in text
     assert "TileLang T.gemm, fail (1: fp8 1x7168x16384): RuntimeError: nvcc" in text
     assert "tlgemm TileLang, n/a (4:" in text
+    assert "- fp8 accumulation: cuBLAS with use_fast_accum=False adds" in text
     out = capsys.readouterr().out
     assert "geomean ratio to cuBLAS" in out and f"wrote {md}" in out
 
@@ -532,6 +533,15 @@ def test_measure_end_to_end_on_a_cpu_device(monkeypatch, tmp_path, capsys, budge
     assert "| 64 | 48 | 80 |" in text and "1.00x" in text and "Reduced run" in text
     out = capsys.readouterr().out
     assert "fake GPU: 2 cases x 3 implementations" in out and "fewer repetitions" in out
+
+
+def test_fp8_accumulation_note_follows_the_run():
+    """Only a run with fp8 (per-tensor) rows gets the note, worded for its use_fast_accum."""
+    run = _synthetic_run()
+    run["options"]["fast_accum"] = True
+    assert "- fp8 accumulation: cuBLAS with use_fast_accum=True accumulates as" in bench.markdown([run])
+    run["rows"] = [row for row in run["rows"] if row["dtype"] != "fp8"]
+    assert "fp8 accumulation" not in bench.markdown([run])
 
 
 def test_main_without_cuda_exits_with_a_message(monkeypatch, capsys, tmp_path):

@@ -1113,12 +1113,26 @@ def _md_env(run: dict) -> list[str]:
         parts = [f"{k} {p['tflops']:.0f} TFLOP/s ({p['shape']}, {p['how']})" for k, p in peaks["tflops"].items()]
         lines.append(f"- Roofline: measured cuBLAS peaks {', '.join(parts)}; copy bandwidth "
                      f"{peaks['copy']['gbps']:.0f} GB/s ({peaks['copy']['how']}); fp8-block rows use the fp8 peak")
+    if any(row["dtype"] == "fp8" for row in run["rows"]):
+        lines.append(_fp8_accumulation_note(opts.get("fast_accum", False)))
     skipped = run.get("skipped", 0)
     if skipped:
         lines.append(f"- **{skipped} cases not run**: the --budget of {opts['budget_s']} s ran out")
     if run.get("aborted"):
         lines.append(f"- **Run aborted**: {run['aborted']}")
     return lines
+
+
+def _fp8_accumulation_note(fast_accum: bool) -> str:
+    """How the fp8 (per-tensor) rows' cuBLAS accumulates against tlgemm's kernels, which keep the
+    whole K loop in the tensor cores' accumulator (measured: benchmarks/results/core_speed.md)."""
+    if fast_accum:
+        return ("- fp8 accumulation: cuBLAS with use_fast_accum=True accumulates as tlgemm's per-tensor fp8 kernels "
+                "do, the whole K loop in the tensor cores' accumulator")
+    return ("- fp8 accumulation: cuBLAS with use_fast_accum=False adds the tensor cores' partial sums into float32 "
+            "as K advances; tlgemm's per-tensor fp8 kernels keep the whole K loop in the tensor cores' accumulator, "
+            "as use_fast_accum=True does (error growing with K, within the fp8 bound), so fp8 ratios include that "
+            "work: against use_fast_accum=True the TileLang kernel tied (0.999-1.013x, core_speed.md)")
 
 
 def _md_table(head: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
