@@ -158,11 +158,14 @@ def test_batched_blockscaled_kernel_lowers():
     assert all(f"((int64_t){loads[0][1]}) * ((int64_t){name.lower()}_stride0)" in index for name, index in copies)
 
 
-@pytest.mark.parametrize("block_n, temporaries, width", [(160, 1, 2), (192, 1, 2), (112, 2, 2), (176, 1, 3)])
-def test_blockscaled_kernel_lowers_with_non_power_of_two_block_n(block_n, temporaries, width):
+@pytest.mark.parametrize("block_n, temporaries, width, branches", [(160, 1, 2, 4), (192, 1, 2, 2), (112, 2, 2, 0),
+                                                                    (176, 1, 3, 0)])
+def test_blockscaled_kernel_lowers_with_non_power_of_two_block_n(block_n, temporaries, width, branches):
     """A 128 x block_n tile: wgmma N = block_n, one temporary (no wait_group 1) once the
     result and two temporaries would pass the register budget, the B scales of every
-    128-column block a tile can touch staged, each column selecting its own."""
+    128-column block a tile can touch staged, each column selecting its own: in one branch
+    per offset of the tile modulo 128 where a whole-tile temporary has at most
+    ``offset_branches`` of them (``branches``), else by a select per 8-column group."""
     import tilelang
     from tilelang import tvm
 
@@ -182,6 +185,11 @@ def test_blockscaled_kernel_lowers_with_non_power_of_two_block_n(block_n, tempor
                           r"tl::DataType::kFloat32, 64, (\d+), 32,", src)) == {str(block_n)}
     assert ("warpgroup_wait<1>" in src) == (temporaries == 2)
     assert f"* {block_n}) % 128)" in src  # the tile's offset into its first scale block selects the B scale
+    offsets = sorted(int(k) for k in re.findall(rf"\* {block_n}\) % 128\) == (\d+)\)", src))
+    assert offsets == list(range(0, 128, 128 // branches) if branches else [])
+    # the per-group select reads the tile's offset; with the branches only their tests do
+    selects = src.count(f"* {block_n}) % 128)") - len(offsets)
+    assert (selects > 0) == (not branches)
     assert "mma.sync" not in src
 
 

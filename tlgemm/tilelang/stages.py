@@ -709,6 +709,12 @@ class BlockScaledContext(GemmContext):
     #: and serialised the wgmma (warning C7512) at 128x256 with two temporaries (384).
     fragment_registers = 192
 
+    #: A whole-tile temporary of a width that is no power of two is promoted in one branch per
+    #: value its tile's offset modulo 128 can take, up to this many (``consume_blockscaled``):
+    #: 1.08-1.10x at 128x160 (4 values) and 128x192 (2) on the H100, 0.96-1.01x at 128x176
+    #: (8), which keeps its per-group selects (benchmarks/results/blockscaled_tiles.md).
+    offset_branches = 4
+
     def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, out_storage: str):
         if schedule.block_k != SCALE_BLOCK:
             raise ValueError(f"schedule: block_k must be {SCALE_BLOCK} (the scale block along K), "
@@ -889,9 +895,11 @@ class BlockScaledContext(GemmContext):
         ``accum_row_layout`` / ``accum_col_layout``), the per-block scale folded in where it
         is one value for the whole part, else (a width that is no power of two) one vector per
         staged block scale, selected once per 8-column group of a thread's fragment (block
-        boundaries fall on multiples of 16 columns): the promotion is register-only, one FFMA
-        an element where folded (1.21-1.44x for 160 to 224 columns over selecting in shared
-        memory per element).
+        boundaries fall on multiples of 16 columns), or, for a whole-tile temporary whose tiles
+        start at no more than ``offset_branches`` offsets into a block, taken directly in the
+        branch of the tile's offset: the promotion is register-only, one FFMA an element where
+        folded or branched (1.21-1.44x for 160 to 224 columns over selecting in shared memory
+        per element, the branches 1.08-1.10x more at 160 and 192).
         With one temporary they are read while the wgmma still runs, before its
         ``wgmma.wait_group`` (which orders all memory accesses, so nvcc cannot move loads
         above it): 1.02-1.13x at M = 4096 on the H100. With two, after the wait, where the
@@ -912,22 +920,31 @@ class BlockScaledContext(GemmContext):
                 scale = T.if_then_else(offset + p >= w * SCALE_BLOCK, smem[slot, w], scale)
             return scale
 
-        def factor(slot, i, j, part):
+        def factor(slot, i, j, part, offset=None):
             """The scale of temporary element (i, j) of ``part``: its token's from registers,
-            times the per-block one unless folded in."""
+            times the per-block one unless folded in. ``offset``: the tile's first column modulo
+            128, a constant in ``promote_by_offset``'s branches, else read from the tile."""
             if swap:
                 token = factors[j]
                 return token if folded else token * per_block(row_scales, slot, i, bm, self.row_width, tile.m0)
             if folded:
                 return factors[0][i]
             # the staged block whose products it takes changes on a multiple of 16 columns (tiles start
-            # at multiples of block_n, itself a multiple of 16): one test per 8-column group of a thread
+            # at multiples of block_n, itself a multiple of 16): one test per 8-column group of a thread,
+            # or none where the offset is a constant (each unrolled group then reads its block's vector)
             group = (part * width + j) // 8 * 8
-            offset = T.truncmod(tile.n0, SCALE_BLOCK)
+            if offset is None:
+                offset = T.truncmod(tile.n0, SCALE_BLOCK)
             value = factors[0][i]
             for w in range(1, self.col_width):
                 value = T.if_then_else(offset + group >= w * SCALE_BLOCK, factors[w][i], value)
             return value
+
+        # the values of the tile's first column modulo 128 (multiples of gcd(block_n, 128)) where
+        # ``promote_by_offset`` applies
+        offsets = list(range(0, SCALE_BLOCK, math.gcd(bn, SCALE_BLOCK)))
+        by_offset = (not (swap or folded) and len(offsets) <= self.offset_branches and parts == 1
+                     and self.temporaries == 1)
 
         a_local = self.a_local
 
@@ -976,9 +993,24 @@ class BlockScaledContext(GemmContext):
             self.release(_slot(it, S))
 
         @T.macro
-        def promote(t, it, part: int = 0):
+        def promote_at(t, it, part: int, offset):
             for i, j in T.Parallel(bm, width):
-                acc[i, part * width + j] = acc[i, part * width + j] + t[i, j] * factor(_slot(it, S + 1), i, j, part)
+                acc[i, part * width + j] = (acc[i, part * width + j]
+                                            + t[i, j] * factor(_slot(it, S + 1), i, j, part, offset))
+
+        @T.macro
+        def promote_by_offset(t, it, part: int = 0):
+            """acc += t · its scales in the branch of the tile's offset, where each element's
+            staged block is a constant: an FFMA an element, no FSEL and predicate move."""
+            for offset in offsets:
+                if T.truncmod(tile.n0, SCALE_BLOCK) == offset:
+                    promote_at(t, it, part, offset)
+
+        @T.macro
+        def promote_in_place(t, it, part: int = 0):
+            promote_at(t, it, part, None)
+
+        promote = promote_by_offset if by_offset else promote_in_place
 
         @T.macro
         def _consume_overlapped(it):
