@@ -1132,7 +1132,7 @@ def _fp8_accumulation_note(fast_accum: bool) -> str:
     return ("- fp8 accumulation: cuBLAS with use_fast_accum=False adds the tensor cores' partial sums into float32 "
             "as K advances; tlgemm's per-tensor fp8 kernels keep the whole K loop in the tensor cores' accumulator, "
             "as use_fast_accum=True does (error growing with K, within the fp8 bound), so fp8 ratios include that "
-            "work: against use_fast_accum=True the TileLang kernel tied (0.999-1.013x, core_speed.md)")
+            "work (benchmarks/results/core_speed.md times both cuBLAS calls)")
 
 
 def _md_table(head: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
