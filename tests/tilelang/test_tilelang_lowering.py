@@ -177,6 +177,7 @@ def test_blockscaled_kernel_lowers_with_non_power_of_two_block_n(block_n, tempor
     schedule = Schedule(block_m=128, block_n=block_n, block_k=128, num_stages=4, num_warpgroups=2).persistent(132)
     assert BlockScaledContext.fragments_of(schedule) == (temporaries, 1)
     assert BlockScaledContext.b_scale_width_of(block_n) == width
+    assert BlockScaledContext.promotes_by_offset(schedule) == bool(branches)
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
     with tvm.transform.PassContext(opt_level=3, config=BLOCKSCALED_PASS_CONFIGS), target:
@@ -251,9 +252,11 @@ def test_blockscaled_streamk_lowers():
 
 
 def test_default_blockscaled_schedule_takes_the_wide_tile():
-    """128x256 where it measured faster (M = 4096, N a multiple of 256, K >= 1024), 128x176
-    where it divides an N that 128 does not (2112 = 12 · 176, K >= 1024), 128x128 on the
-    other shapes (K = 512) or where N and K are not given."""
+    """128x256 where it measured faster (M = 4096, N a multiple of 256, K >= 1024); where N is
+    no multiple of 128 and K >= 1024, a width dividing N that fills the last wave better than
+    128, one whose promotion branches on the tile offset first (2112 = 11 · 192, though 12 · 176
+    fills more), else the fullest (2880 = 20 · 144); 128x128 on the other shapes (K = 512) or
+    where N and K are not given."""
     from tlgemm.tilelang.launch import default_blockscaled_schedule
 
     def tile(M, N=None, K=None):
@@ -264,7 +267,8 @@ def test_default_blockscaled_schedule_takes_the_wide_tile():
         assert tile(4096, N, K) == (128, 256, 4), (N, K)
     for N, K in ((32768, 512), (2112, 512), (4160, 7168)):
         assert tile(4096, N, K) == (128, 128, 4), (N, K)
-    assert tile(4096, 2112, 7168) == (128, 176, 4)
+    assert tile(4096, 2112, 7168) == (128, 192, 4)
+    assert tile(4096, 2880, 7168) == (128, 144, 4)
     assert tile(4096, 2304, 7168)[:2] == (128, 256)
     assert tile(4096) == (128, 128, 4)
     assert tile(128, 7168, 16384)[:2] == (64, 128)

@@ -44,6 +44,7 @@ from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
 
 from .emitter_gemm import BLOCKSCALED_PASS_CONFIGS, PASS_CONFIGS, lower_to_cuda
 from .kernels import KernelSpec, build, schedule_trace_kernel
+from .stages import BlockScaledContext
 
 __all__ = ["matmul", "persistent_matmul", "streamk_matmul", "bmm", "schedule_trace", "kernel_source", "make_spec",
            "cached_launch",
@@ -572,11 +573,14 @@ _WIDE_STAGES = 4
 _WIDEST_N, _WIDEST_MIN_K = 256, 1024
 #: Widths above 128 whose result and one temporary fit ``fragment_registers`` on 64 rows a
 #: warpgroup (multiples of 16 up to 192) that the default takes with 128-row tiles, N no
-#: multiple of 128 and K >= ``_WIDEST_MIN_K``: the one dividing N whose last wave is fullest,
-#: where that wave is fuller than with 128 columns. On the H100 at 4096x2112x7168 (128x128:
+#: multiple of 128 and K >= ``_WIDEST_MIN_K``: of those dividing N whose last wave is fuller than
+#: with 128 columns, one whose promotion branches on the tile's offset
+#: (``BlockScaledContext.promotes_by_offset``: 160, 192) before one that selects its scales per
+#: column group (144, 176), then the fullest last wave. On the H100 at 4096x2112x7168 (128x128:
 #: 4.12 waves), 128x176 (12 tiles across N, 2.91 waves) measured 1.08x 128x128 and 128x192
-#: 1.05x, once the promotion read its staged scales from registers; on shapes where 128 and
-#: 256 columns fill as well, 160 to 192 ran at 0.74-0.95x the default (benchmarks/results/blockscaled_tiles.md).
+#: 1.05x, once the promotion read its staged scales from registers; with the branches, 128x192
+#: (2.67 waves) measured 1.13x 128x176 (H200); on shapes where 128 and 256 columns fill as
+#: well, 160 to 192 ran at 0.74-0.95x the default (benchmarks/results/blockscaled_tiles.md).
 _EXACT_N = (144, 160, 176, 192)
 #: Stream-K over all tiles (64x64, or swap-AB's) while 64x64 tiles would fill at most this
 #: fraction of the SMs and K is at least ``_STREAMK_MIN_K``: on the H100 at N = 2112, K = 7168
@@ -616,6 +620,10 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         count = tiles(block_m, block_n)
         return count / (-(-count // num_sms) * num_sms)
 
+    def wide(block_n: int) -> Schedule:
+        return Schedule(block_m=128, block_n=block_n, block_k=_SCALE_BLOCK, num_stages=_WIDE_STAGES,
+                        num_warpgroups=2).persistent()
+
     streamk = (known and batch == 1 and K is not None and K >= _STREAMK_MIN_K
                and tiles(64, 64) <= _STREAMK_FILL * num_sms)
     if M <= _SWAP_AB_MAX_M:
@@ -637,7 +645,7 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         if widest:
             block_n = _WIDEST_N
         elif exact:
-            block_n = max(exact, key=lambda n: (fill(block_m, n), n))
+            block_n = max(exact, key=lambda n: (BlockScaledContext.promotes_by_offset(wide(n)), fill(block_m, n), n))
         elif known:
             while block_n > 16 and fill(block_m, block_n) < _FILL_FLOOR and fill(block_m, block_n // 2) > fill(
                     block_m, block_n):

@@ -769,6 +769,15 @@ class BlockScaledContext(GemmContext):
     streamk_fragment_registers = 128
 
     @classmethod
+    def promotes_by_offset(cls, schedule: Schedule) -> bool:
+        """Whether ``consume_blockscaled`` promotes in one branch per tile offset into a
+        128-column scale block: one whole-tile temporary, not swap-AB, block_n no power of two
+        and at most ``offset_branches`` offsets (multiples of gcd(block_n, 128) below 128)."""
+        bn = schedule.block_n
+        return (not schedule.is_swap_ab and bn & (bn - 1) != 0 and cls.fragments_of(schedule) == (1, 1)
+                and SCALE_BLOCK // math.gcd(bn, SCALE_BLOCK) <= cls.offset_branches)
+
+    @classmethod
     def check_streamk(cls, schedule: Schedule) -> None:
         """A Stream-K schedule's rule: one consumer warpgroup (the walk did not lower on two
         with tilelang 0.1.15) and the result and temporaries in ``streamk_fragment_registers``
@@ -943,8 +952,7 @@ class BlockScaledContext(GemmContext):
         # the values of the tile's first column modulo 128 (multiples of gcd(block_n, 128)) where
         # ``promote_by_offset`` applies
         offsets = list(range(0, SCALE_BLOCK, math.gcd(bn, SCALE_BLOCK)))
-        by_offset = (not (swap or folded) and len(offsets) <= self.offset_branches and parts == 1
-                     and self.temporaries == 1)
+        by_offset = self.promotes_by_offset(self.schedule)
 
         a_local = self.a_local
 
