@@ -3,8 +3,8 @@
     python benchmarks/host_overhead.py [--calls 300] [--repeats 21] [--out benchmarks/results/host_overhead.json]
 
 For each shape (16³ and 64³, bf16; a row-major, b the transpose of a row-major [N, K] weight)
-and each implementation: one checked call (against torch.matmul; a wrong result gets no
-number) and a warm-up (compilation, tlgemm's plan cache). Then ``repeats`` rounds, each timing
+and each implementation: one checked call (against the float64 product of the same inputs,
+its output buffer poisoned with NaN first; a wrong result stops the run) and a warm-up (compilation, tlgemm's plan cache). Then ``repeats`` rounds, each timing
 ``calls`` back-to-back calls of every implementation in turn (time.perf_counter, a final
 synchronize); per call = wall time / calls, the median over the rounds. Round-robin rounds
 keep the host's own warm-up (clock ramp, caches: the first loop of a fresh process runs up to
@@ -39,7 +39,7 @@ import time
 import torch
 
 import tlgemm
-from tlgemm.testing import assert_gemm_close, random_operand
+from tlgemm.testing import assert_gemm_close, random_operand, reference_gemm
 
 SHAPES = ((16, 16, 16), (64, 64, 64))
 
@@ -74,7 +74,8 @@ def backends() -> list[str]:
 
 
 def implementations(a, b, backend_names):
-    """(label, fn) pairs; each fn returns the result it computed."""
+    """((label, fn) pairs, the output buffer of the ``out=`` rows); each fn returns the result
+    it computed."""
     out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
     impls = [("torch.matmul", lambda: torch.matmul(a, b)),
              ("torch.matmul(out=)", lambda: torch.matmul(a, b, out=out))]
@@ -85,7 +86,7 @@ def implementations(a, b, backend_names):
         impls += [(f"tlgemm.matmul [{name}]", lambda name=name: tlgemm.matmul(a, b, backend=name)),
                   (f"tlgemm.matmul(out=) [{name}]", lambda name=name: tlgemm.matmul(a, b, out=out, backend=name)),
                   (f"tlgemm.{name}.matmul(out=)", lambda launcher=launcher, s=schedule: launcher(a, b, s, out=out))]
-    return impls
+    return impls, out
 
 
 def version(module: str) -> str:
@@ -113,9 +114,10 @@ def main(argv=None) -> int:
     for M, N, K in SHAPES:
         a = random_operand((M, K), torch.bfloat16, generator=generator, device="cuda")
         b = random_operand((N, K), torch.bfloat16, generator=generator, device="cuda").t()
-        reference = torch.matmul(a, b).double()
-        impls = implementations(a, b, names)
+        reference = reference_gemm(a, b)
+        impls, out = implementations(a, b, names)
         for label, fn in impls:
+            out.fill_(float("nan"))
             assert_gemm_close(fn(), reference, torch.bfloat16, what=label)
         times = per_call_us([fn for _, fn in impls], args.calls, args.repeats)
         baseline = times[0][0]
