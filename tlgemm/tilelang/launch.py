@@ -620,10 +620,6 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         count = tiles(block_m, block_n)
         return count / (-(-count // num_sms) * num_sms)
 
-    def wide(block_n: int) -> Schedule:
-        return Schedule(block_m=128, block_n=block_n, block_k=_SCALE_BLOCK, num_stages=_WIDE_STAGES,
-                        num_warpgroups=2).persistent()
-
     streamk = (known and batch == 1 and K is not None and K >= _STREAMK_MIN_K
                and tiles(64, 64) <= _STREAMK_FILL * num_sms)
     if M <= _SWAP_AB_MAX_M:
@@ -645,7 +641,11 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         if widest:
             block_n = _WIDEST_N
         elif exact:
-            block_n = max(exact, key=lambda n: (BlockScaledContext.promotes_by_offset(wide(n)), fill(block_m, n), n))
+            def branched(n: int) -> bool:
+                return BlockScaledContext.promotes_by_offset(
+                    Schedule(block_m=block_m, block_n=n, block_k=_SCALE_BLOCK, num_warpgroups=warpgroups))
+
+            block_n = max(exact, key=lambda n: (branched(n), fill(block_m, n), n))
         elif known:
             while block_n > 16 and fill(block_m, block_n) < _FILL_FLOOR and fill(block_m, block_n // 2) > fill(
                     block_m, block_n):
