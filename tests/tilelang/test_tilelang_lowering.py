@@ -451,3 +451,60 @@ def test_clustered_kernel_launches_pairs():
         device = str(tilelang.lower(build(spec), target=target).device_mod)
     assert '"cluster_dims": [2, 1, 1]' in device
     assert re.search(r'"blockIdx\.x": \(T\.min\(132, [^)]*\)[^"]*\) // 2 \* 2', device)
+
+
+_EVICT_FIRST = "<tl::CacheHintSm90::EVICT_FIRST>"
+
+
+def _tma_loads(src):
+    """(hint, descriptor) of each TMA load in a kernel's CUDA source."""
+    return re.findall(r"tma_load(<[^>]*>)?\((\w+)", src)
+
+
+def test_read_once_rule():
+    """A is read once when N fits one tile column, B when M fits one tile row."""
+    from tlgemm.tilelang.launch import blockscaled_read_once, read_once
+
+    s = Schedule()  # 128x128
+    assert read_once(128, 4096, s) == (False, True)
+    assert read_once(129, 128, s) == (True, False)
+    assert read_once(1, 1, s) == (True, True)
+    assert read_once(129, 129, s) == (False, False)
+    tile = Schedule(block_m=64, block_n=16, block_k=128, num_warpgroups=1)
+    assert blockscaled_read_once(64, 4096, tile) == (False, True)
+    # swap-AB: the weights are the kernel's A (64 rows of N), the tokens its 16 columns
+    assert blockscaled_read_once(16, 4096, tile.swap_ab()) == (False, True)
+    assert blockscaled_read_once(17, 4096, tile.swap_ab()) == (False, False)
+    assert blockscaled_read_once(4096, 64, tile.swap_ab()) == (True, False)
+
+
+@pytest.mark.parametrize("M, N, swap, hinted", [(64, 4096, False, ["B_desc"]), (4096, 4096, False, []),
+                                                 (4096, 128, False, ["A_desc"]), (64, 4096, True, ["A_desc"])])
+def test_operand_read_once_is_loaded_evict_first(M, N, swap, hinted):
+    """The operand that the grid reads once (the other side of the problem is one tile: the
+    weights at small M; under swap-AB the weights are the kernel's A) is loaded with the L2
+    evict_first hint, the other without; the kernel is otherwise the same as without hints."""
+    schedule = Schedule().swap_ab() if swap else Schedule()
+    src = kernel_source(M, N, 4096, torch.bfloat16, torch.bfloat16, None, schedule)
+    loads = _tma_loads(src)
+    assert sorted(desc for hint, desc in loads if hint == _EVICT_FIRST) == hinted, loads
+    assert {hint for hint, _ in loads} <= {"", _EVICT_FIRST} and {desc for _, desc in loads} == {"A_desc", "B_desc"}
+    unhinted = kernel_source(4096, 4096, 4096, torch.bfloat16, torch.bfloat16, None, Schedule())
+    assert src.replace(_EVICT_FIRST, "") == unhinted
+
+
+@pytest.mark.parametrize("M, hinted", [(16, ["B_desc"]), (64, ["B_desc"]), (128, []), (4096, [])])
+def test_blockscaled_weights_read_once_are_loaded_evict_first(M, hinted):
+    """The block-scaled kernel of the default schedule loads the weights (B) evict_first where
+    the tokens fit one tile side (M <= 16 under swap-AB's 64x16 tiles, M <= 64 on 64x64 tiles;
+    at M = 128 two 64-row tiles read each weight tile), the tokens and their scales never."""
+    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import blockscaled_read_once, blockscaled_spec, default_blockscaled_schedule
+
+    schedule = default_blockscaled_schedule(M, N=7168, K=7168)
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
+                            tma_token_scales=True, read_once=blockscaled_read_once(M, 7168, schedule))
+    loads = _tma_loads(lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS))
+    assert sorted(desc for hint, desc in loads if hint == _EVICT_FIRST) == hinted, loads
+    assert {desc for _, desc in loads} == {"A_desc", "B_desc", "SA_desc"}

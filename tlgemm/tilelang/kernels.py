@@ -40,7 +40,9 @@ class KernelSpec:
     scale_b None/"tensor"/"col"; bias_storage None or the bias' TileLang dtype; bias_per_row:
     the bias has one value per row of C (length M) instead of per column; num_sms: the
     persistent grid bound (the device's SM count); batched: A, B and C have a batch dimension
-    in front (``persistent_gemm`` only), the scales and bias are shared by every GEMM.
+    in front (``persistent_gemm`` only), the scales and bias are shared by every GEMM;
+    a_read_once/b_read_once: the grid reads each byte of A (B) once, the problem being one
+    tile wide along N (M), so its loads carry the L2 evict_first hint (``InputView``).
     """
 
     a_dtype: str
@@ -56,6 +58,8 @@ class KernelSpec:
     bias_storage: str | None = None
     bias_per_row: bool = False
     batched: bool = False
+    a_read_once: bool = False
+    b_read_once: bool = False
 
     @property
     def has_scale(self) -> bool:
@@ -106,8 +110,8 @@ def _epilogue_shapes(spec: KernelSpec, M, N):
 
 
 def _views(spec, A, B, C, A_scale, B_scale, bias, M, N):
-    tensorA = make_tensor_view(_stored(A, spec.a_major == "MN"), "A", spec.a_major)
-    tensorB = make_tensor_view(_stored(B, spec.b_major == "K"), "B", spec.b_major)
+    tensorA = make_tensor_view(_stored(A, spec.a_major == "MN"), "A", spec.a_major, spec.a_read_once)
+    tensorB = make_tensor_view(_stored(B, spec.b_major == "K"), "B", spec.b_major, spec.b_read_once)
     tensorC = make_output_view(C, M, N)
     scale = (make_scale_view(A_scale, B_scale, M, N, spec.scale_a == "row", spec.scale_b == "col")
              if spec.has_scale else None)
@@ -411,6 +415,11 @@ class BlockScaledSpec:
     #: The token scales (scale_a) arrive by TMA: they are stored outer-dim-major with 16-byte
     #: aligned K-block rows (``GroupScaleView``); else each is copied by cp.async.
     tma_token_scales: bool = False
+    #: The grid reads each byte of A (the tokens) / B (the weights) once: the problem is one tile
+    #: wide on the other side (the weights at M <= the token side of the tile), so the loads of
+    #: that operand carry the L2 evict_first hint (``InputView``).
+    a_read_once: bool = False
+    b_read_once: bool = False
 
 
 def blockscaled_gemm(spec: BlockScaledSpec):
@@ -455,8 +464,9 @@ def blockscaled_gemm(spec: BlockScaledSpec):
              partials: T.Tensor(partials_shape, "float32"), flags: T.Tensor(flags_shape, "int32")):
         with T.Kernel(_cluster_grid(num_programs) if clustered else num_programs, threads=ctx.threads,
                       cluster_dims=2 if clustered else None) as pid:
-            tensorA = make_tensor_view(B if swap else A, "A", "K")
-            tensorB = make_tensor_view(A if swap else B, "B", "K")
+            tokens_once, weights_once = spec.a_read_once, spec.b_read_once
+            tensorA = make_tensor_view(B if swap else A, "A", "K", weights_once if swap else tokens_once)
+            tensorB = make_tensor_view(A if swap else B, "B", "K", tokens_once if swap else weights_once)
             tensorC = make_output_view(C, M, N)
             scales = make_group_scale_view(SA, SB, M, N, tma=spec.tma_token_scales)
             bias_view = make_bias_view(bias, N, per_row=swap) if spec.bias_storage is not None else None

@@ -49,7 +49,7 @@ from .stages import BlockScaledContext
 __all__ = ["matmul", "persistent_matmul", "streamk_matmul", "bmm", "schedule_trace", "kernel_source", "make_spec",
            "cached_launch",
            "blockscaled_matmul", "blockscaled_bmm", "blockscaled_spec", "default_blockscaled_schedule",
-           "blockscaled_stages_that_fit", "PASS_CONFIGS",
+           "blockscaled_stages_that_fit", "blockscaled_read_once", "read_once", "PASS_CONFIGS",
            "BLOCKSCALED_PASS_CONFIGS"]
 
 _WGMMA_INPUT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "tf32",
@@ -144,6 +144,14 @@ def shared_memory_bytes(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
                                                          for d in (a_dtype, b_dtype, out_dtype)))
 
 
+def read_once(M: int, N: int, schedule: Schedule) -> tuple[bool, bool]:
+    """Whether the grid of a kernel computing C [M, N] = A · B reads each byte of A, and of B,
+    once: each tile column reads A's rows again and each tile row B's columns, so A is read
+    once when N fits one tile (N <= block_n) and B when M does (M <= block_m). Such an
+    operand's loads carry the L2 evict_first hint (``stages.InputView``)."""
+    return N <= schedule.block_n, M <= schedule.block_m
+
+
 def make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, *, a_major="K", b_major="K", scale_a=None,
               scale_b=None, bias_dtype=None, bias_per_row=False) -> KernelSpec:
     """The KernelSpec of a problem (torch dtypes; scale_a None/"tensor"/"row", scale_b
@@ -173,16 +181,17 @@ def _compiled(spec: KernelSpec):
 
 
 def _kernel_for(a_dtype, b_dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, scale_a, scale_b,
-                bias_dtype, bias_per_row, batched=False):
-    """The compiled kernel of a launch (``schedule`` without swap-AB), after the shared-memory
-    check (``_compiled`` caches per KernelSpec; ``_LAUNCHES`` spares a repeated call even this)."""
+                bias_dtype, bias_per_row, once, batched=False):
+    """The compiled kernel of a launch (``schedule`` without swap-AB; ``once``: ``read_once``
+    of its problem), after the shared-memory check (``_compiled`` caches per KernelSpec;
+    ``_LAUNCHES`` spares a repeated call even this)."""
     need = shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype)
     if need > smem_limit:
         raise ValueError(f"schedule: needs {need} bytes of shared memory (num_stages={schedule.num_stages}, "
                          f"{schedule.block_m}x{schedule.block_n}x{schedule.block_k}), the device allows {smem_limit}")
     spec = make_spec(a_dtype, b_dtype, out_dtype, schedule, sms, a_major=a_major, b_major=b_major, scale_a=scale_a,
                      scale_b=scale_b, bias_dtype=bias_dtype, bias_per_row=bias_per_row)
-    return _compiled(dataclasses.replace(spec, batched=True) if batched else spec)
+    return _compiled(dataclasses.replace(spec, batched=batched, a_read_once=once[0], b_read_once=once[1]))
 
 
 def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
@@ -388,7 +397,7 @@ def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
                                b.data_ptr() % _TMA_ALIGN == 0, a.element_size())
     a_major, b_major = ("MN" if how == "MN" else "K" for how in orientation[:2])
     kernel = _kernel_for(a.dtype, b.dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, modes[0], modes[1],
-                         None if vectors[2] is None else vectors[2].dtype, swap)
+                         None if vectors[2] is None else vectors[2].dtype, swap, read_once(M, N, schedule))
     step = _TMA_ALIGN // out_dtype.itemsize
     if out is None:  # a fresh allocation: dense and aligned; as Cᵀ of a swap dense only with one row or column
         direct = N % step == 0 and (not swap or M == 1 or N == 1)
@@ -472,7 +481,8 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
     A, B = _oriented(a, b, a_how, b_how, pad)
     kernel = _kernel_for(a.dtype, b.dtype, out_dtype, schedule, sms, smem_limit,
                          "MN" if a_how == "MN" else "K", "MN" if b_how == "MN" else "K", modes[0], modes[1],
-                         None if vectors[2] is None else vectors[2].dtype, False, batched=True)
+                         None if vectors[2] is None else vectors[2].dtype, False, read_once(M, N, schedule),
+                         batched=True)
     step = _TMA_ALIGN // out_dtype.itemsize
     direct = target.is_contiguous() and N % step == 0 and target.data_ptr() % _TMA_ALIGN == 0
     C = target if direct else torch.empty((batch, M, N + (-N) % step), dtype=out_dtype, device=device)
@@ -504,6 +514,8 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
         num_sms = schedule.num_sms
     spec = make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, a_major=a_major, b_major=b_major,
                      scale_a=scale_a, scale_b=scale_b, bias_dtype=out_dtype if bias else None)
+    a_once, b_once = read_once(*((N, M) if schedule.is_swap_ab else (M, N)), schedule.swap_ab(False))
+    spec = dataclasses.replace(spec, a_read_once=a_once, b_read_once=b_once)
     if batched:
         if schedule.streamk_tiles or schedule.is_swap_ab or schedule.cluster_m > 1:
             raise ValueError("schedule: bmm runs the persistent kernel (no Stream-K, swap-AB or clusters)")
@@ -675,8 +687,9 @@ def _compiled_blockscaled(spec):
 
 @functools.lru_cache(maxsize=4096)
 def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=None, batched=False,
-                     tma_token_scales=False):
-    """The BlockScaledSpec of a problem (torch dtypes)."""
+                     tma_token_scales=False, read_once=(False, False)):
+    """The BlockScaledSpec of a problem (torch dtypes; ``read_once``: whether the grid reads
+    each byte of the tokens, and of the weights, once, ``blockscaled_read_once``)."""
     from .kernels import BlockScaledSpec
     from .stages import BlockScaledContext
 
@@ -694,7 +707,16 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
                          "and without Stream-K")
     BlockScaledContext.fragments_of(schedule)  # a tile whose fragments do not fit is a "schedule:" error
     return BlockScaledSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], _STORAGE[out_dtype], schedule, num_sms,
-                           None if bias_dtype is None else _STORAGE[bias_dtype], batched, tma_token_scales)
+                           None if bias_dtype is None else _STORAGE[bias_dtype], batched, tma_token_scales,
+                           *read_once)
+
+
+def blockscaled_read_once(M: int, N: int, schedule: Schedule) -> tuple[bool, bool]:
+    """``read_once`` of a block-scaled problem as (tokens A [M, K], weights B [N, K]): under
+    swap-AB the kernel computes Cᵀ, the weights being its A."""
+    if schedule.is_swap_ab:
+        return read_once(N, M, schedule)[::-1]
+    return read_once(M, N, schedule)
 
 
 def _tma_token_scales(scale_a) -> bool:
@@ -753,7 +775,8 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     scale_a_copy = M > _SMALL_M and scale_a.stride(-2) != 1
     spec = blockscaled_spec(a.dtype, b.dtype, out_dtype, schedule, sms,
                             None if bias_vec is None else bias_vec.dtype, batched=batched,
-                            tma_token_scales=scale_a_copy or _tma_token_scales(scale_a))
+                            tma_token_scales=scale_a_copy or _tma_token_scales(scale_a),
+                            read_once=blockscaled_read_once(M, N, schedule))
     need = _blockscaled_smem(schedule, a.dtype, b.dtype, out_dtype)
     if need > smem_limit:
         raise ValueError(f"schedule: needs {need} bytes of shared memory, the device allows {smem_limit}")
