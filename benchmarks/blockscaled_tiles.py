@@ -24,8 +24,8 @@ import triton
 from tlgemm._checks import cuda_limits
 from tlgemm.bench import blockscaled_inputs, check, cublas_blockwise
 from tlgemm.schedules import Schedule
-from tlgemm.tilelang.launch import (_compiled_blockscaled, blockscaled_matmul, blockscaled_spec,
-                                    blockscaled_stages_that_fit)
+from tlgemm.tilelang.launch import (_compiled_blockscaled, blockscaled_matmul, blockscaled_read_once,
+                                    blockscaled_spec, blockscaled_stages_that_fit)
 
 FP8, BF16 = torch.float8_e4m3fn, torch.bfloat16
 PAIRS = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
@@ -55,7 +55,8 @@ def main():
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "bs_tiles.json"))
     args = parser.parse_args()
     sms, smem_limit = cuda_limits(torch.cuda.current_device())
-    specs = {blockscaled_spec(FP8, FP8, BF16, s, sms) for M, _, _ in SHAPES for s in candidates(M, smem_limit)}
+    specs = {blockscaled_spec(FP8, FP8, BF16, s, sms, read_once=blockscaled_read_once(M, N, s))
+             for M, N, _ in SHAPES for s in candidates(M, smem_limit)}
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(_compiled_blockscaled, specs))
     rows = []
