@@ -461,6 +461,20 @@ def _operand(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous() if major == "row" else t.mT.contiguous().mT
 
 
+def _read_once_notes(M: int, N: int, schedule: Schedule) -> list[str]:
+    """Which operand the TileLang kernel reads once and so loads with the L2 evict_first hint
+    (``tlgemm.tilelang.launch.read_once`` of its problem: Cᵀ = bᵀ · aᵀ under swap-AB)."""
+    from tlgemm.tilelang.launch import read_once
+
+    if schedule.is_swap_ab:
+        b_once, a_once = read_once(N, M, schedule.swap_ab(False))
+    else:
+        a_once, b_once = read_once(M, N, schedule)
+    other = {"a": "N", "b": "M"}
+    return [f"{name} is read once by the grid (the problem's {other[name]} fits one tile): the kernel loads it with "
+            "the L2 evict_first hint" for name, once in (("a", a_once), ("b", b_once)) if once]
+
+
 def _tilelang_layout(name: str, t: torch.Tensor, K: int) -> tuple[str, str]:
     """What tlgemm.tilelang's launcher does with operand ``name`` (its documented copy rule),
     and the major order ("K" or "MN") the kernel then reads; a batched operand must also be
@@ -846,6 +860,8 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
         reasons.append(f"{name} {list(t.shape)} strides {list(t.stride())}: {state}")
         majors.append(major)
     s = plan.schedule
+    if plan.backend == "tilelang" and s is not None:
+        reasons.extend(_read_once_notes(M, N, s))
     if s is None:
         family = "block-scaled FP8 GEMM"
     else:

@@ -257,3 +257,20 @@ def test_autotune_stores_the_fastest_checked_candidate(fake_gpu, monkeypatch, ca
     a, b = _ab(180, 256, 512)
     tlgemm.matmul(a, b)  # same M bucket: the tuned schedule, no selection
     assert fake_gpu.tilelang.calls[-1][3] == r.schedule
+
+
+def test_explain_names_the_operand_read_once():
+    """On the TileLang backend, explain names the operand the grid reads once (the weights at
+    small M; under swap-AB in the user's names), the one its kernel loads evict_first."""
+    def once(M, N, schedule=None):
+        a = torch.empty(M, 1024, device="meta", dtype=torch.bfloat16)
+        w = torch.empty(N, 1024, device="meta", dtype=torch.bfloat16)
+        reasons = tlgemm.explain(a, w.t(), backend="tilelang", schedule=schedule).reasons
+        return [r.split()[0] for r in reasons if "evict_first" in r]
+
+    tile = Schedule(block_m=64, block_n=64, block_k=64, num_stages=4).persistent()
+    assert once(64, 4096, tile) == ["b"]
+    assert once(4096, 64, tile) == ["a"]
+    assert once(4096, 4096, tile) == []
+    assert once(32, 32, tile) == ["a", "b"]
+    assert once(16, 4096, tile.swap_ab()) == ["b"]
