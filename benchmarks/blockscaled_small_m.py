@@ -23,7 +23,7 @@ import triton
 from tlgemm._checks import cuda_limits
 from tlgemm.bench import blockscaled_inputs, check, cublas_blockwise
 from tlgemm.schedules import Schedule
-from tlgemm.tilelang.launch import (_compiled_blockscaled, blockscaled_matmul, blockscaled_read_once,
+from tlgemm.tilelang.launch import (_compiled_blockscaled, blockscaled_matmul, operands_read_once,
                                     blockscaled_spec, blockscaled_stages_that_fit, default_blockscaled_schedule)
 
 FP8, BF16 = torch.float8_e4m3fn, torch.bfloat16
@@ -50,7 +50,7 @@ def main():
     shapes = [(m, n, k) for n, k in PAIRS for m in MS]
     defaults = {shape: default_blockscaled_schedule(shape[0], BF16, smem_limit, N=shape[1], num_sms=sms)
                 for shape in shapes}
-    specs = {blockscaled_spec(FP8, FP8, BF16, s, sms, read_once=blockscaled_read_once(M, N, s))
+    specs = {blockscaled_spec(FP8, FP8, BF16, s, sms, read_once=operands_read_once(M, N, s))
              for M, N, K in shapes for s in [*candidates(M, smem_limit), defaults[(M, N, K)]]}
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(_compiled_blockscaled, specs))

@@ -40,7 +40,7 @@ def candidates(M: int, N: int):
 def main():
     shapes = [(M, N, K) for M in (16, 64, 128) for N, K in PAIRS]
     specs = {launch.blockscaled_spec(FP8, FP8, BF16, s, SMS, tma_token_scales=t,
-                                     read_once=launch.blockscaled_read_once(M, N, s))
+                                     read_once=launch.operands_read_once(M, N, s))
              for M, N, _ in shapes for _, s in candidates(M, N) for t in (False, True)}
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(launch._compiled_blockscaled, specs))

@@ -24,7 +24,7 @@ import triton
 from tlgemm._checks import cuda_limits
 from tlgemm.bench import blockscaled_inputs, check, cublas_blockwise
 from tlgemm.schedules import Schedule
-from tlgemm.tilelang.launch import (_compiled_blockscaled, blockscaled_matmul, blockscaled_read_once,
+from tlgemm.tilelang.launch import (_compiled_blockscaled, blockscaled_matmul, operands_read_once,
                                     blockscaled_spec, blockscaled_stages_that_fit)
 
 FP8, BF16 = torch.float8_e4m3fn, torch.bfloat16
@@ -55,7 +55,7 @@ def main():
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "bs_tiles.json"))
     args = parser.parse_args()
     sms, smem_limit = cuda_limits(torch.cuda.current_device())
-    specs = {blockscaled_spec(FP8, FP8, BF16, s, sms, read_once=blockscaled_read_once(M, N, s))
+    specs = {blockscaled_spec(FP8, FP8, BF16, s, sms, read_once=operands_read_once(M, N, s))
              for M, N, _ in SHAPES for s in candidates(M, smem_limit)}
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(_compiled_blockscaled, specs))

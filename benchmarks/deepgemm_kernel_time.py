@@ -26,7 +26,7 @@ from tlgemm.bench import (DEEPGEMM_H800_TFLOPS, Device, blockscaled_inputs, chec
                           environment, kernel_time_us)
 from tlgemm.schedules import Schedule
 from tlgemm.testing import reference_gemm
-from tlgemm.tilelang.launch import (_compiled_blockscaled, blockscaled_matmul, blockscaled_read_once,
+from tlgemm.tilelang.launch import (_compiled_blockscaled, blockscaled_matmul, operands_read_once,
                                     blockscaled_spec, blockscaled_stages_that_fit, default_blockscaled_schedule)
 
 FP8, BF16 = torch.float8_e4m3fn, torch.bfloat16
@@ -67,8 +67,8 @@ def main():
     defaults = {(M, N, K): default_blockscaled_schedule(M, BF16, smem_limit, N=N, num_sms=sms, K=K)
                 for M, N, K in shapes}
     # A's scales arrive outer-dim-major with 16-byte aligned rows (every M here): the TMA-scale kernels;
-    # each with the L2 hint its launch gives it (blockscaled_read_once)
-    specs = {blockscaled_spec(FP8, FP8, BF16, s, sms, tma_token_scales=True, read_once=blockscaled_read_once(M, N, s))
+    # each with the L2 hint its launch gives it (operands_read_once)
+    specs = {blockscaled_spec(FP8, FP8, BF16, s, sms, tma_token_scales=True, read_once=operands_read_once(M, N, s))
              for (M, N, K), default in defaults.items() for s in [default, *extra[(M, N, K)]]}
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(_compiled_blockscaled, specs))

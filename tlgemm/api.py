@@ -463,13 +463,10 @@ def _operand(t: torch.Tensor) -> torch.Tensor:
 
 def _read_once_notes(M: int, N: int, schedule: Schedule) -> list[str]:
     """Which operand the TileLang kernel reads once and so loads with the L2 evict_first hint
-    (``tlgemm.tilelang.launch.read_once`` of its problem: Cᵀ = bᵀ · aᵀ under swap-AB)."""
-    from tlgemm.tilelang.launch import read_once
+    (``tlgemm.tilelang.launch.operands_read_once``)."""
+    from tlgemm.tilelang.launch import operands_read_once
 
-    if schedule.is_swap_ab:
-        b_once, a_once = read_once(N, M, schedule.swap_ab(False))
-    else:
-        a_once, b_once = read_once(M, N, schedule)
+    a_once, b_once = operands_read_once(M, N, schedule)
     other = {"a": "N", "b": "M"}
     return [f"{name} is read once by the grid (the problem's {other[name]} fits one tile): the kernel loads it with "
             "the L2 evict_first hint" for name, once in (("a", a_once), ("b", b_once)) if once]

@@ -463,7 +463,7 @@ def _tma_loads(src):
 
 def test_read_once_rule():
     """A is read once when N fits one tile column, B when M fits one tile row."""
-    from tlgemm.tilelang.launch import blockscaled_read_once, read_once
+    from tlgemm.tilelang.launch import operands_read_once, read_once
 
     s = Schedule()  # 128x128
     assert read_once(128, 4096, s) == (False, True)
@@ -471,11 +471,11 @@ def test_read_once_rule():
     assert read_once(1, 1, s) == (True, True)
     assert read_once(129, 129, s) == (False, False)
     tile = Schedule(block_m=64, block_n=16, block_k=128, num_warpgroups=1)
-    assert blockscaled_read_once(64, 4096, tile) == (False, True)
+    assert operands_read_once(64, 4096, tile) == (False, True)
     # swap-AB: the weights are the kernel's A (64 rows of N), the tokens its 16 columns
-    assert blockscaled_read_once(16, 4096, tile.swap_ab()) == (False, True)
-    assert blockscaled_read_once(17, 4096, tile.swap_ab()) == (False, False)
-    assert blockscaled_read_once(4096, 64, tile.swap_ab()) == (True, False)
+    assert operands_read_once(16, 4096, tile.swap_ab()) == (False, True)
+    assert operands_read_once(17, 4096, tile.swap_ab()) == (False, False)
+    assert operands_read_once(4096, 64, tile.swap_ab()) == (True, False)
 
 
 @pytest.mark.parametrize("M, N, swap, hinted", [(64, 4096, False, ["B_desc"]), (4096, 4096, False, []),
@@ -500,11 +500,11 @@ def test_blockscaled_weights_read_once_are_loaded_evict_first(M, hinted):
     at M = 128 two 64-row tiles read each weight tile), the tokens and their scales never."""
     from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
     from tlgemm.tilelang.kernels import blockscaled_gemm
-    from tlgemm.tilelang.launch import blockscaled_read_once, blockscaled_spec, default_blockscaled_schedule
+    from tlgemm.tilelang.launch import operands_read_once, blockscaled_spec, default_blockscaled_schedule
 
     schedule = default_blockscaled_schedule(M, N=7168, K=7168)
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
-                            tma_token_scales=True, read_once=blockscaled_read_once(M, 7168, schedule))
+                            tma_token_scales=True, read_once=operands_read_once(M, 7168, schedule))
     loads = _tma_loads(lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS))
     assert sorted(desc for hint, desc in loads if hint == _EVICT_FIRST) == hinted, loads
     assert {desc for _, desc in loads} == {"A_desc", "B_desc", "SA_desc"}

@@ -49,7 +49,7 @@ from .stages import BlockScaledContext
 __all__ = ["matmul", "persistent_matmul", "streamk_matmul", "bmm", "schedule_trace", "kernel_source", "make_spec",
            "cached_launch",
            "blockscaled_matmul", "blockscaled_bmm", "blockscaled_spec", "default_blockscaled_schedule",
-           "blockscaled_stages_that_fit", "blockscaled_read_once", "read_once", "PASS_CONFIGS",
+           "blockscaled_stages_that_fit", "operands_read_once", "read_once", "PASS_CONFIGS",
            "BLOCKSCALED_PASS_CONFIGS"]
 
 _WGMMA_INPUT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "tf32",
@@ -150,6 +150,14 @@ def read_once(M: int, N: int, schedule: Schedule) -> tuple[bool, bool]:
     once when N fits one tile (N <= block_n) and B when M does (M <= block_m). Such an
     operand's loads carry the L2 evict_first hint (``stages.InputView``)."""
     return N <= schedule.block_n, M <= schedule.block_m
+
+
+def operands_read_once(M: int, N: int, schedule: Schedule) -> tuple[bool, bool]:
+    """``read_once`` in a call's names: (a, b) of C [M, N] = a · b (the block-scaled GEMM's
+    tokens and weights). Under swap-AB the kernel computes Cᵀ = bᵀ · aᵀ, b being its A."""
+    if schedule.is_swap_ab:
+        return read_once(N, M, schedule)[::-1]
+    return read_once(M, N, schedule)
 
 
 def make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, *, a_major="K", b_major="K", scale_a=None,
@@ -689,7 +697,7 @@ def _compiled_blockscaled(spec):
 def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=None, batched=False,
                      tma_token_scales=False, read_once=(False, False)):
     """The BlockScaledSpec of a problem (torch dtypes; ``read_once``: whether the grid reads
-    each byte of the tokens, and of the weights, once, ``blockscaled_read_once``)."""
+    each byte of the tokens, and of the weights, once: ``operands_read_once``)."""
     from .kernels import BlockScaledSpec
     from .stages import BlockScaledContext
 
@@ -709,14 +717,6 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
     return BlockScaledSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], _STORAGE[out_dtype], schedule, num_sms,
                            None if bias_dtype is None else _STORAGE[bias_dtype], batched, tma_token_scales,
                            *read_once)
-
-
-def blockscaled_read_once(M: int, N: int, schedule: Schedule) -> tuple[bool, bool]:
-    """``read_once`` of a block-scaled problem as (tokens A [M, K], weights B [N, K]): under
-    swap-AB the kernel computes Cᵀ, the weights being its A."""
-    if schedule.is_swap_ab:
-        return read_once(N, M, schedule)[::-1]
-    return read_once(M, N, schedule)
 
 
 def _tma_token_scales(scale_a) -> bool:
@@ -776,7 +776,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     spec = blockscaled_spec(a.dtype, b.dtype, out_dtype, schedule, sms,
                             None if bias_vec is None else bias_vec.dtype, batched=batched,
                             tma_token_scales=scale_a_copy or _tma_token_scales(scale_a),
-                            read_once=blockscaled_read_once(M, N, schedule))
+                            read_once=operands_read_once(M, N, schedule))
     need = _blockscaled_smem(schedule, a.dtype, b.dtype, out_dtype)
     if need > smem_limit:
         raise ValueError(f"schedule: needs {need} bytes of shared memory, the device allows {smem_limit}")
