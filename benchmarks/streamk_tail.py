@@ -16,14 +16,12 @@ import argparse
 import json
 import os
 import statistics
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
-from triton.testing import do_bench
 
 import tlgemm
-from core_speed import DTYPES, cublas_call
-from tlgemm.testing import assert_gemm_close, reference_gemm
+from core_speed import DTYPES
+from schedule_variants import by_do_bench, compile_ahead, measure
 
 SHAPES = ((5120, 5120, 8192), (6656, 6656, 8192), (5632, 5632, 8192), (8192, 8192, 8192), (7680, 7680, 8192),
           (6144, 6144, 8192), (4096, 7168, 16384), (4096, 4096, 4096))
@@ -53,43 +51,15 @@ def main():
             meta_w = torch.empty(N, K, device="meta", dtype=dtype)
             work.append((name, dtype, M, N, K, *schedules(meta_a, meta_w)))
 
-    def warm(item):
-        _, dtype, _, _, K, variants, _, _ = item
-        a = torch.zeros(256, K, device="cuda").to(dtype)
-        w = torch.zeros(256, K, device="cuda").to(dtype)
-        for s in variants.values():
-            tlgemm.matmul(a, w.t(), backend="tilelang", schedule=s, out_dtype=torch.bfloat16)
-
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(warm, work))
+    compile_ahead([(dtype, M, N, K, variants) for _, dtype, M, N, K, variants, _, _ in work])
     rows = []
     for name, dtype, M, N, K, variants, tiles, sms in work:
-        a = torch.randn(M, K, device="cuda").to(dtype)
-        w = torch.randn(N, K, device="cuda").to(dtype)
-        ref = reference_gemm(a, w.t())
-        c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-        kernels = {"cublas": cublas_call(a, w)}
-        for label, s in variants.items():
-            kernels[label] = lambda s=s: tlgemm.matmul(a, w.t(), out=c, backend="tilelang", schedule=s)
-        rel_errors = {}
-        for label, fn in kernels.items():
-            c.fill_(float("nan"))
-            try:
-                rel_errors[label] = assert_gemm_close(fn(), ref, dtype, what=f"{label} {name} {M}x{N}x{K}")
-            except AssertionError as err:
-                raise SystemExit(str(err)) from None
-        flops = 2 * M * N * K
-        rounds = {label: [] for label in kernels}
-        for _ in range(args.rounds):
-            for label, fn in kernels.items():
-                rounds[label].append(flops / do_bench(fn, warmup=25, rep=args.rep) / 1e9)
-        row = {"dtype": name, "M": M, "N": N, "K": K, "schedule": str(variants["select"]), "tiles": tiles,
-               "last_wave": (tiles % sms) / sms, "tflops": {k: statistics.median(v) for k, v in rounds.items()},
-               "rounds": rounds, "rel_err": rel_errors}
+        row = measure(name, dtype, M, N, K, variants, args.rounds, by_do_bench(args.rep))
+        row.update(tiles=tiles, last_wave=(tiles % sms) / sms)
         rows.append(row)
         print(f"{name} {M}x{N}x{K} tiles {tiles} last wave {row['last_wave']:.2f}: "
-              + "  ".join(f"{k} {statistics.median(v):.0f} [{min(v):.0f}-{max(v):.0f}]" for k, v in rounds.items()),
-              flush=True)
+              + "  ".join(f"{k} {statistics.median(v):.0f} [{min(v):.0f}-{max(v):.0f}]"
+                          for k, v in row["rounds"].items()), flush=True)
     with open(args.out, "w") as f:
         json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
 

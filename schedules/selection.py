@@ -3,9 +3,12 @@
 Every candidate (tile shape x swap-AB x decomposition) gets a modelled time; the fastest wins.
 The model, per SM and per clock, after an H100 SXM (only the ranking matters):
 
-  cpi      = max(2·bm·bn·bk / MMA_FLOPS,  (min(bm, M') + min(bn, N'))·bk·bytes / L2_BYTES)
+  cpi      = max(2·bm·bn·bk / MMA_FLOPS,  (min(bm, M') + min(bn, N'))·bk·bytes / L2_BYTES,
+                 ITER_CLK,  LOAD_LATENCY_CLK / stages)
              clocks per K-iteration: tensor cores on the padded tile vs operand feed (rows a
-             TMA box has out of bounds are not fetched).
+             TMA box has out of bounds are not fetched) vs the consumer's fixed cost of an
+             iteration vs the pipeline's refill rate (each stage's slot comes back once per
+             load round trip, so a narrow tile with few stages cannot stream at HBM speed).
   critical = K-iterations of the busiest program:
              data-parallel  ⌈U / S⌉ · I                    (U tiles, S SMs: wave quantisation)
              split-K        ⌈U / S⌉ · ⌈I / splits⌉          (U = tiles · splits)
@@ -18,12 +21,18 @@ The model, per SM and per clock, after an H100 SXM (only the ranking matters):
   t_hbm    = ((M·K + K·N)·bytes_in + M·N·bytes_out) / HBM bandwidth / eff: each SM streams
              about 1/S of the chip's bandwidth, in proportion to its K-iterations, so idle SMs
              and a ragged last wave leave bandwidth unused.
-  time     = max(t_sm, t_hbm).
+  time     = max(t_sm, t_hbm), + TRANSPOSE_CLK and a pass over C for swap-AB with M > 1 (its
+             Cᵀ is written to a buffer and transposed into C by a second kernel).
+
+ITER_CLK and LOAD_LATENCY_CLK were fitted on an H100 to the dense TileLang kernel at M = 16..128
+(benchmarks/results/small_m_dense.md): without them every tile sat on the HBM floor and the
+ties went to 64x16 and 64x32 tiles, whose 2-4 KB of B per stage streamed at a third of it.
 
 Candidates: block_m ∈ {64, 128, 256} (WGMMA M is 64 per warpgroup), block_n ∈ {16 .. 256},
 one consumer warpgroup per 128x128 fp32 accumulators (at most 2), block_k = one 128-byte
-swizzle row, as many stages as the shared memory holds (≤ MAX_STAGES, ≥ 2). swap-AB is
-considered for M ≤ 64 (the kernel computes Cᵀ = Bᵀ·Aᵀ, so the small M becomes WGMMA's N);
+swizzle row, as many stages as the shared memory holds (≤ MAX_STAGES, ≥ 2), or more (up to
+MAX_LATENCY_STAGES) where the refill bound makes that more than 1% faster: the fewest stages
+within 1% of the fastest. swap-AB is considered for M ≤ 64 (the kernel computes Cᵀ = Bᵀ·Aᵀ, so the small M becomes WGMMA's N);
 split-K and Stream-K when there are fewer tiles than SMs or a partial last wave. Ties go to the
 candidate with the most slack (the lowest t_sm, when several sit on the HBM floor), then to the
 simpler decomposition, then to less wasted work in edge tiles, then to larger tiles.
@@ -51,6 +60,11 @@ STREAMK_SLOWDOWN = 1.05  # Stream-K kernel per K-iteration: its fix-up code rais
 SMEM_RESERVE_BYTES = 1024  # mbarriers and bookkeeping
 STORE_CHUNK_COLUMNS = 64  # output columns per TMA store of the epilogue
 MAX_STAGES = 6
+ITER_CLK = 400  # a consumer's floor per K-iteration: barrier wait, WGMMA issue and wait, slot release (H100, measured)
+LOAD_LATENCY_CLK = 3600  # round trip of a stage's TMA load from HBM under a full grid's load (H100, measured)
+MAX_LATENCY_STAGES = 16
+STAGES_TOLERANCE = 1.01  # stages beyond MAX_STAGES must gain more than this (deeper queues cost at the HBM floor)
+TRANSPOSE_CLK = 4000  # swap-AB with M > 1: Cᵀ lands in a buffer and a second kernel transposes it into C
 WGMMA_M = 64
 ACC_PER_WARPGROUP = 128 * 128  # fp32 accumulators a warpgroup holds (128 registers per thread)
 SWAP_AB_MAX_M = 64
@@ -126,14 +140,19 @@ def _pow2_ceil(x: int) -> int:
     return 1 << (x - 1).bit_length()
 
 
+def _throughput_cpi(bm: int, bn: int, bk: int, rows: int, cols: int, in_bytes: int) -> float:
+    """Clocks per K-iteration without the refill bound: max(tensor cores, L2 feed, ITER_CLK)."""
+    return max(2 * bm * bn * bk / MMA_FLOPS_PER_CLK[in_bytes],
+               (min(bm, rows) + min(bn, cols)) * bk * in_bytes / L2_BYTES_PER_CLK, ITER_CLK)
+
+
 def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[str, str, str],
            num_sms: int, smem: int) -> Candidate:
     a, _, c = dtypes
     in_bytes, out_bytes = DTYPE_BYTES[a], DTYPE_BYTES[c]
     bm, bn, bk = s.block_m, s.block_n, s.block_k
     tiles, iters = cdiv(rows, bm) * cdiv(cols, bn), num_k_iters(K, s)
-    cpi = max(2 * bm * bn * bk / MMA_FLOPS_PER_CLK[in_bytes],
-              (min(bm, rows) + min(bn, cols)) * bk * in_bytes / L2_BYTES_PER_CLK)
+    cpi = max(_throughput_cpi(bm, bn, bk, rows, cols, in_bytes), LOAD_LATENCY_CLK / s.num_stages)
     tile_clk = TILE_OVERHEAD_CLK + bm * bn * out_bytes / L2_BYTES_PER_CLK
     partial_clk = bm * bn * 4 / PARTIAL_BYTES_PER_CLK  # write or read one fp32 partial tile
     if mode == "split-K":
@@ -157,6 +176,9 @@ def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[s
         busy = min(tiles, num_sms)
     efficiency = tiles * iters / (num_sms * critical)
     hbm_clk = ((rows * K + K * cols) * in_bytes + rows * cols * out_bytes) / HBM_BYTES_PER_CLK / efficiency
+    if s.is_swap_ab and cols > 1:
+        transpose = TRANSPOSE_CLK + 2 * rows * cols * out_bytes / HBM_BYTES_PER_CLK
+        sm_clk, hbm_clk = sm_clk + transpose, hbm_clk + transpose
     to_us = 1.0 / (CLOCK_GHZ * 1e3)
     return Candidate(
         schedule=s, mode=mode, time_us=max(sm_clk, hbm_clk) * to_us, sm_us=sm_clk * to_us, hbm_us=hbm_clk * to_us,
@@ -214,18 +236,21 @@ def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int
                 one = Schedule(block_m=bm, block_n=bn, block_k=block_k, num_stages=1,
                                num_warpgroups=warpgroups, is_swap_ab=swap)
                 per_stage = (bm + bn) * block_k * in_bytes
-                stages = min(MAX_STAGES, (smem_bytes - shared_memory_bytes(one, types)) // per_stage + 1)
-                if stages < 2:
+                fitting = (smem_bytes - shared_memory_bytes(one, types)) // per_stage + 1
+                if fitting < 2:
                     continue  # no double buffering: the loads could not overlap the MMAs
-                base = one.stages(stages)
-                smem = shared_memory_bytes(base, types)
+                base = one.stages(min(fitting, MAX_STAGES))
                 tiles, iters = num_tiles(M, N, base), num_k_iters(K, base)
                 if tiles < num_sms:
                     few_tiles.add(tiles)
                 elif tiles % num_sms:
                     ragged.add(tiles)
                 for mode, s in _decompositions(base, tiles, iters, num_sms):
-                    scored.append(_score(s, mode, rows, cols, K, types, num_sms, smem))
+                    deeper = range(s.num_stages, min(fitting, MAX_LATENCY_STAGES) + 1)
+                    options = [_score(s.stages(n), mode, rows, cols, K, types, num_sms,
+                                      shared_memory_bytes(s.stages(n), types)) for n in deeper]
+                    fastest = min(c.time_us for c in options)
+                    scored.append(next(c for c in options if c.time_us <= fastest * STAGES_TOLERANCE))
     if not scored:
         raise ValueError(f"smem_bytes={smem_bytes} holds no candidate schedule (two stages of a 64x16 tile)")
     if few_tiles:

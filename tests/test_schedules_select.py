@@ -14,6 +14,7 @@ from tlgemm.schedules import (
     store_staging,
     work,
 )
+from tlgemm.schedules.selection import CLOCK_GHZ, MAX_LATENCY_STAGES, MAX_STAGES, TRANSPOSE_CLK
 
 H100_SMS = 132
 H100_SMEM = 227 * 1024  # max dynamic shared memory per block on sm_90
@@ -78,6 +79,39 @@ def test_explain_shows_candidates_and_reasoning():
     text = str(sel)
     print("\n" + text)
     assert "chosen:" in text and "swap-AB considered" in text and "split-K and Stream-K" in text
+
+
+def test_small_m_streams_at_least_64_weight_rows_per_stage():
+    # At M <= 32 the GEMM streams the weights; a 64x16 or 64x32 tile's 16-32 rows of B per stage
+    # ran at a third of HBM speed on the H100 (small_m_dense.md), so the refill bound rules them out.
+    for dtype in ("bfloat16", "float8_e4m3fn"):
+        for N, K in DEEPSEEK_NK:
+            for M in (1, 16, 32):
+                s = select(M, N, K, dtype, H100_SMS, H100_SMEM)
+                weight_rows = s.block_m if s.is_swap_ab else s.block_n
+                assert weight_rows >= 64, f"{dtype} {M}x{N}x{K}: {s}"
+
+
+def test_stages_beyond_max_stages_only_where_the_refill_bound_binds():
+    for dtype in ("bfloat16", "float8_e4m3fn"):
+        for shape in ((4096, 4096, 4096), (8192, 8192, 8192), (4096, 7168, 16384)):
+            s = select(*shape, dtype, H100_SMS, H100_SMEM)
+            assert s.block_m * s.block_n == 128 * 256 and s.num_stages <= MAX_STAGES, f"{dtype} {shape}: {s}"
+    sel = select(128, 4096, 7168, "fp8", H100_SMS, H100_SMEM, explain=True)
+    dp = next(c for c in sel.candidates if c.mode == "data-parallel" and (c.schedule.block_m, c.schedule.block_n)
+              == (64, 64))
+    assert MAX_STAGES < dp.schedule.num_stages <= MAX_LATENCY_STAGES  # 16 KB stages: 6 cannot cover the latency
+    assert all(c.schedule.num_stages <= MAX_LATENCY_STAGES for c in sel.candidates)
+
+
+def test_swap_ab_pays_the_transpose_above_one_token():
+    # With M > 1 a swap-AB launch writes Cᵀ to a buffer and transposes it into C (a second kernel).
+    one = {c.schedule: c.time_us for c in select(1, 4096, 7168, "bf16", H100_SMS, H100_SMEM, explain=True).candidates}
+    two = select(2, 4096, 7168, "bf16", H100_SMS, H100_SMEM, explain=True).candidates
+    swapped = [c for c in two if c.schedule.is_swap_ab and c.schedule in one]
+    assert swapped
+    for c in swapped:
+        assert c.time_us >= one[c.schedule] + TRANSPOSE_CLK / (CLOCK_GHZ * 1e3)
 
 
 def test_large_m_does_not_swap_and_a_full_wave_stays_data_parallel():

@@ -1,0 +1,77 @@
+"""select()'s dense TileLang schedules against those of a reference revision of the model, one run.
+
+    python benchmarks/selection_ab.py --reference MODULE [--out PATH] [--rounds N] [--calls N]
+
+MODULE is an importable copy of an earlier ``schedules/selection.py`` (for example
+``tlgemm.schedules._reference_selection``, a file placed there for the run). For bf16 and fp8
+(e4m3 in, bf16 out), C = A · Wᵀ with K-major operands, on LLM weight shapes and token counts M
+from 1 to 4096, the schedule the library picks (``tlgemm.explain``: select() on M's bucket, the
+first candidate the TileLang matmul runs) is compared with the reference model's pick under the
+same rule; only shapes where the two differ are run. Each kernel, cuBLAS (torch.matmul /
+torch._scaled_mm with unit scales) included, is checked first against the float64 product of the
+same inputs on a NaN-poisoned output (tlgemm.testing.assert_gemm_close; a wrong one stops the run),
+then timed in ``--rounds`` interleaved rounds by kernel time (tlgemm.bench.kernel_time_us: median of
+``--calls`` calls, L2 flushed before each); the JSON keeps every round.
+"""
+import argparse
+import importlib
+import json
+import os
+
+import torch
+
+import tlgemm
+from core_speed import DTYPES
+from schedule_variants import by_kernel_time, compile_ahead, measure
+from tlgemm.schedules import shape_bucket
+
+WEIGHTS = ((4096, 7168), (7168, 16384), (7168, 2048), (2112, 7168), (24576, 1536), (14336, 4096), (1024, 1024))
+TOKENS = (1, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 4096)
+
+
+def picks(reference, M, N, K, dtype, sms, smem):
+    """{"select": the library's pick, "reference": the reference model's}."""
+    a = torch.empty(M, K, device="meta", dtype=dtype)
+    w = torch.empty(N, K, device="meta", dtype=dtype)
+    ours = tlgemm.explain(a, w.t(), backend="tilelang", out_dtype=torch.bfloat16).schedule
+    name = str(dtype).removeprefix("torch.")
+    sel = reference.select(shape_bucket(M, N, K)[0], N, K, (name, name, "bfloat16"), sms, smem, explain=True)
+    theirs = next(c.schedule for c in sel.candidates if c.schedule.split_k == 1)
+    return {"select": ours, "reference": theirs}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reference", required=True, help="module path of the reference selection model")
+    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "selection_ab.json"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--tokens", default=",".join(map(str, TOKENS)))
+    args = parser.parse_args()
+    reference = importlib.import_module(args.reference)
+    props = torch.cuda.get_device_properties(0)
+    sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
+    work = []
+    for name, dtype in DTYPES.items():
+        for N, K in WEIGHTS:
+            for M in map(int, args.tokens.split(",")):
+                variants = picks(reference, M, N, K, dtype, sms, smem)
+                if variants["select"] != variants["reference"]:
+                    work.append((name, dtype, M, N, K, variants))
+    print(f"{len(work)} shapes where the picks differ", flush=True)
+    compile_ahead([item[1:] for item in work])
+    rows = []
+    for name, dtype, M, N, K, variants in work:
+        row = measure(name, dtype, M, N, K, variants, args.rounds, by_kernel_time(args.calls))
+        rows.append(row)
+        tflops = row["tflops"]
+        print(f"{name} {M}x{N}x{K}: select/reference {tflops['select'] / tflops['reference']:.3f}  "
+              f"select {tflops['select']:.1f} [{variants['select']}]  reference {tflops['reference']:.1f} "
+              f"[{variants['reference']}]  cublas {tflops['cublas']:.1f}", flush=True)
+        with open(args.out, "w") as f:  # after every row: a run cut short keeps what it measured
+            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "reference": args.reference,
+                       "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
