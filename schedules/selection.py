@@ -28,14 +28,23 @@ ITER_CLK and LOAD_LATENCY_CLK were fitted on an H100 to the dense TileLang kerne
 (benchmarks/results/small_m_dense.md): without them every tile sat on the HBM floor and the
 ties went to 64x16 and 64x32 tiles, whose 2-4 KB of B per stage streamed at a third of it.
 
-Candidates: block_m ∈ {64, 128, 256} (WGMMA M is 64 per warpgroup), block_n ∈ {16 .. 256},
-one consumer warpgroup per 128x128 fp32 accumulators (at most 2), block_k = one 128-byte
-swizzle row, as many stages as the shared memory holds (≤ MAX_STAGES, ≥ 2), or more (up to
-MAX_LATENCY_STAGES) where the refill bound makes that more than 1% faster: the fewest stages
-within 1% of the fastest. swap-AB is considered for M ≤ 64 (the kernel computes Cᵀ = Bᵀ·Aᵀ, so the small M becomes WGMMA's N);
+Candidates: block_m ∈ {64, 128, 256} (WGMMA M is 64 per warpgroup), block_n ∈ {16, 32, 64, 128,
+256} and, without swap-AB and for 16-bit and fp8 inputs (OTHER_WIDTH_DTYPES; int8 and tf32 were
+not measured), the widths OTHER_BLOCK_N that are no power of two (144 .. 240: a width that
+cuts N into tiles filling the last wave or feeds the tensor cores better, e.g. at N = 2112 128x144
+for M = 1024 and 2048 and 128x176 for M = 4096, 1.19-1.41x the powers of two on the H100,
+benchmarks/results/dense_block_n.md; the Triton backend and bmm take only powers of two,
+``tlgemm.api.runs_schedule``), one consumer warpgroup per 128x128 fp32
+accumulators (at most 2), block_k = one 128-byte swizzle row, as many stages as the shared
+memory holds (≤ MAX_STAGES, ≥ 2), or more (up to MAX_LATENCY_STAGES) where the refill bound
+makes that more than 1% faster: the fewest stages within 1% of the fastest. swap-AB is
+considered for M ≤ 64 (the kernel computes Cᵀ = Bᵀ·Aᵀ, so the small M becomes WGMMA's N);
 split-K and Stream-K when there are fewer tiles than SMs or a partial last wave. Ties go to the
 candidate with the most slack (the lowest t_sm, when several sit on the HBM floor), then to the
-simpler decomposition, then to less wasted work in edge tiles, then to larger tiles.
+simpler decomposition, then to less wasted work in edge tiles, then to larger tiles; a width
+that is no power of two ranks as if OTHER_WIDTH_MARGIN slower, and with ``m_min`` (a schedule
+serving an M bucket) stays ahead of the best power of two only if it wins by that margin across
+the bucket (``_serving_the_bucket``).
 """
 
 from __future__ import annotations
@@ -71,6 +80,10 @@ SWAP_AB_MAX_M = 64
 MAX_SPLIT_K = 16
 BLOCK_M_CHOICES = (64, 128, 256)
 BLOCK_N_CHOICES = (16, 32, 64, 128, 256)
+OTHER_BLOCK_N = (144, 160, 176, 192, 208, 224, 240)  # widths that are no power of two (TileLang's matmul only)
+OTHER_WIDTH_MARGIN = 1.15  # such a width must beat every power of two by 15% in the model
+OTHER_WIDTH_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")  # measured: bf16 and e4m3
+BUCKET_SAMPLES = 8  # values of M at which a width that is no power of two must win across a bucket
 MODES = ("data-parallel", "split-K", "Stream-K")  # in order of preference at equal time
 
 
@@ -162,14 +175,15 @@ def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[s
         sm_clk = critical * cpi + cdiv(units, num_sms) * (tile_clk + SYNC_CLK + partial_clk)
         busy = min(units, num_sms)
     elif mode == "Stream-K":
-        full = tiles - s.streamk_tiles
-        sk_iters = cdiv(s.streamk_tiles * iters, num_sms)
+        streamed = min(s.streamk_tiles, tiles)  # fewer tiles than that: a smaller M of the schedule's bucket
+        full = tiles - streamed
+        sk_iters = cdiv(streamed * iters, num_sms)
         critical = cdiv(full, num_sms) * iters + sk_iters
         segments = cdiv(sk_iters, iters) + 1
         partials = cdiv(iters, sk_iters) - 1  # other contributors an owner waits for
         sm_clk = (critical * cpi * STREAMK_SLOWDOWN + (cdiv(full, num_sms) + segments) * tile_clk
                   + SYNC_CLK + (partials + 1) * partial_clk)
-        busy = max(min(full, num_sms), min(s.streamk_tiles * iters, num_sms))
+        busy = max(min(full, num_sms), min(streamed * iters, num_sms))
     else:
         critical = cdiv(tiles, num_sms) * iters
         sm_clk = critical * cpi + cdiv(tiles, num_sms) * tile_clk
@@ -201,13 +215,41 @@ def _decompositions(base: Schedule, tiles: int, iters: int, num_sms: int) -> lis
     return options
 
 
+def _serving_the_bucket(scored: list[Candidate], m_min: int, M: int, N: int, K: int, types, num_sms: int,
+                        notes: list[str]) -> list[Candidate]:
+    """Re-rank the widths that are no power of two ranked above the best power of two: one stays
+    ahead only if it is OTHER_WIDTH_MARGIN faster at every sampled M of [m_min, M] (the bucket the
+    schedule serves; wave quantisation moves with M: measured on the H100, 128x176 at N = 2112
+    1.26-1.28x 128x256 at M = 4096 but 0.86-0.88x at M = 3000); the others follow it."""
+    pow2 = next((c for c in scored if c.schedule.has_pow2_block_n), None)
+    if pow2 is None:
+        return scored
+    ahead = scored[:scored.index(pow2)]
+    samples = sorted({m_min + (M - m_min) * i // (BUCKET_SAMPLES - 1) for i in range(BUCKET_SAMPLES)})
+
+    def time_at(c: Candidate, m: int) -> float:
+        return _score(c.schedule, c.mode, m, N, K, types, num_sms, c.smem).time_us
+
+    kept = [c for c in ahead if all(time_at(pow2, m) >= OTHER_WIDTH_MARGIN * time_at(c, m) for m in samples)]
+    if len(kept) < len(ahead):
+        notes.append(f"{len(ahead) - len(kept)} width(s) that are no power of two ranked after "
+                     f"block_n={pow2.schedule.block_n}: not {OTHER_WIDTH_MARGIN:.2f}x faster at every M in "
+                     f"[{m_min}, {M}]")
+    return kept + [pow2] + [c for c in ahead if c not in kept] + scored[len(ahead) + 1:]
+
+
 def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int,
-           explain: bool = False) -> Schedule | Selection:
+           explain: bool = False, m_min: int | None = None) -> Schedule | Selection:
     """Choose a Schedule for C[M, N] = A[M, K] · B[K, N] on a device with num_sms SMs and
     smem_bytes of shared memory per block (227 KB = 232448 on H100), by the model in the module
     docstring. dtypes: see ``dtypes.gemm_dtypes``. explain=True returns a Selection (every
-    candidate with its score; ``print`` it)."""
+    candidate with its score; ``print`` it). m_min: the schedule also serves every M from m_min
+    up (an M bucket, ``tlgemm.api``): a block_n that is no power of two must win across it."""
     check_int("M", M, 1)
+    if m_min is not None:
+        check_int("m_min", m_min, 1)
+        if m_min > M:
+            raise ValueError(f"m_min: must be at most M={M}, got {m_min}")
     check_int("N", N, 1)
     check_int("K", K, 1)
     check_int("num_sms", num_sms, 1)
@@ -221,13 +263,14 @@ def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int
         swaps.append(True)
         notes.append(f"M={M} <= {SWAP_AB_MAX_M} (WGMMA M is 64 per warpgroup): swap-AB considered, "
                      f"kernel problem {N}x{M}")
+    other_widths = types[0] in OTHER_WIDTH_DTYPES
     scored: list[Candidate] = []
     few_tiles: set[int] = set()
     ragged: set[int] = set()
     for swap in swaps:
         rows, cols = (N, M) if swap else (M, N)
         for bm in BLOCK_M_CHOICES:
-            for bn in BLOCK_N_CHOICES:
+            for bn in BLOCK_N_CHOICES + (OTHER_BLOCK_N if other_widths and not swap else ()):
                 warpgroups = cdiv(bm * bn, ACC_PER_WARPGROUP)
                 if bm > max(WGMMA_M, _pow2_ceil(rows)) or bn > max(16, _pow2_ceil(cols)):
                     continue  # a tile larger than the padded problem only adds waste
@@ -258,9 +301,13 @@ def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int
                      "split-K and Stream-K over all tiles considered")
     if ragged:
         notes.append(f"tile shapes with a partial last wave ({len(ragged)}): Stream-K over the remainder considered")
-    scored.sort(key=lambda c: (round(c.time_us, 6), round(c.sm_us, 6), MODES.index(c.mode), round(c.edge_waste, 9),
+    scored.sort(key=lambda c: (round(c.time_us * (1 if c.schedule.has_pow2_block_n else OTHER_WIDTH_MARGIN), 6),
+                               round(c.sm_us, 6), MODES.index(c.mode), round(c.edge_waste, 9),
                                -c.schedule.block_m * c.schedule.block_n, c.schedule.is_swap_ab))
+    if m_min is not None and m_min < M:
+        scored = _serving_the_bucket(scored, m_min, M, N, K, types, num_sms, notes)
     if not explain:
         return scored[0].schedule
-    problem = f"select(M={M}, N={N}, K={K}, dtypes={types}, num_sms={num_sms}, smem_bytes={smem_bytes})"
+    problem = (f"select(M={M}, N={N}, K={K}, dtypes={types}, num_sms={num_sms}, smem_bytes={smem_bytes}"
+               + (f", m_min={m_min})" if m_min is not None else ")"))
     return Selection(scored[0].schedule, tuple(scored), tuple(notes), problem)

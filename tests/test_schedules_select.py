@@ -14,7 +14,8 @@ from tlgemm.schedules import (
     store_staging,
     work,
 )
-from tlgemm.schedules.selection import CLOCK_GHZ, MAX_LATENCY_STAGES, MAX_STAGES, TRANSPOSE_CLK
+from tlgemm.schedules.selection import (CLOCK_GHZ, MAX_LATENCY_STAGES, MAX_STAGES, OTHER_WIDTH_MARGIN,
+                                        TRANSPOSE_CLK)
 
 H100_SMS = 132
 H100_SMEM = 227 * 1024  # max dynamic shared memory per block on sm_90
@@ -70,8 +71,8 @@ def test_explain_shows_candidates_and_reasoning():
     sel = select(1, 2112, 7168, "bf16", H100_SMS, H100_SMEM, explain=True)
     assert isinstance(sel, Selection)
     assert sel.schedule == sel.candidates[0].schedule
-    times = [c.time_us for c in sel.candidates]
-    assert times == sorted(times)
+    ranks = [round(c.time_us * (1 if c.schedule.has_pow2_block_n else OTHER_WIDTH_MARGIN), 6) for c in sel.candidates]
+    assert ranks == sorted(ranks)  # by modelled time, a width that is no power of two handicapped
     assert any(c.schedule.is_swap_ab for c in sel.candidates)  # M=1 <= 64: swap-AB considered
     assert {c.mode for c in sel.candidates} == {"data-parallel", "split-K", "Stream-K"}  # few tiles: all three
     for c in sel.candidates:
@@ -102,6 +103,29 @@ def test_stages_beyond_max_stages_only_where_the_refill_bound_binds():
               == (64, 64))
     assert MAX_STAGES < dp.schedule.num_stages <= MAX_LATENCY_STAGES  # 16 KB stages: 6 cannot cover the latency
     assert all(c.schedule.num_stages <= MAX_LATENCY_STAGES for c in sel.candidates)
+
+
+def test_a_width_no_power_of_two_only_where_it_fills_the_last_wave():
+    # N = 2112: 128x256 tiles leave 2.18 waves (the third a fifth full), 128x176 ones 2.91.
+    for dtype in ("bfloat16", "float8_e4m3fn"):
+        s = select(4096, 2112, 7168, dtype, H100_SMS, H100_SMEM)
+        assert (s.block_m, s.block_n, s.is_swap_ab) == (128, 176, False), s
+        sel = select(4096, 4096, 4096, dtype, H100_SMS, H100_SMEM, explain=True)
+        assert sel.schedule.has_pow2_block_n
+        assert not any(c.schedule.is_swap_ab and not c.schedule.has_pow2_block_n for c in sel.candidates)
+
+
+def test_a_width_no_power_of_two_must_win_across_the_bucket():
+    # M's bucket (2048, 4096] shares one schedule: 128x176 wins at M = 4096 but 128x256 fills the
+    # waves better from M = 3072 to 3584 (measured at 3000: 0.86-0.88x), so the bucket keeps 128x256.
+    sel = select(4096, 2112, 7168, "bf16", H100_SMS, H100_SMEM, explain=True, m_min=2049)
+    assert sel.schedule.block_n == 256 and any("not 1.15x faster at every M in [2049, 4096]" in n for n in sel.notes)
+    assert any(c.schedule.block_n == 176 for c in sel.candidates)  # still a candidate, ranked after
+    # (512, 1024] and (1024, 2048]: 128x144 feeds the tensor cores better than 256x64 at every M.
+    for M in (1024, 2048):
+        assert select(M, 2112, 7168, "fp8", H100_SMS, H100_SMEM, m_min=M // 2 + 1).block_n == 144
+    with pytest.raises(ValueError, match="m_min: must be at most M=64, got 65"):
+        select(64, 2112, 7168, "fp8", H100_SMS, H100_SMEM, m_min=65)
 
 
 def test_swap_ab_pays_the_transpose_above_one_token():

@@ -345,12 +345,13 @@ def _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32) -> tuple[str
 
 
 def runs_schedule(backend: str, op: str, s: Schedule) -> bool:
-    """Whether ``backend``'s launcher for ``op`` takes this schedule: no split-K, block_n a
-    power of two; swap-AB and clusters (cluster_m > 1) only in the TileLang backend's matmul
-    (not bmm); bmm: no Stream-K."""
-    if s.split_k > 1 or not s.has_pow2_block_n or (op == "bmm" and s.streamk_tiles):
+    """Whether ``backend``'s launcher for ``op`` takes this schedule: no split-K; swap-AB,
+    clusters (cluster_m > 1) and a block_n that is no power of two only in the TileLang
+    backend's matmul (not bmm; that block_n needs B K-major, which the launch checks); bmm:
+    no Stream-K."""
+    if s.split_k > 1 or (op == "bmm" and s.streamk_tiles):
         return False
-    if s.cluster_m > 1 and (backend != "tilelang" or _KERNEL[op] != "matmul"):
+    if (s.cluster_m > 1 or not s.has_pow2_block_n) and (backend != "tilelang" or _KERNEL[op] != "matmul"):
         return False
     return not s.is_swap_ab or (backend == "tilelang" and op != "bmm")
 
@@ -379,7 +380,7 @@ def _choose_schedule(op, backend, M, N, K, dtypes, target, schedule, info, use_c
             info["schedule"] = f"autotune cache entry for {target.name}, {backend}, {dtypes}, shape bucket of M={M}"
             return hit, ()
     bucket = shape_bucket(M, N, K)[0]
-    selection = select(bucket, N, K, dtypes, target.num_sms, target.smem_bytes, explain=True)
+    selection = select(bucket, N, K, dtypes, target.num_sms, target.smem_bytes, explain=True, m_min=bucket // 2 + 1)
     runnable = list(dict.fromkeys(c.schedule for c in selection.candidates if runs_schedule(backend, op, c.schedule)))
     if not runnable:
         raise ValueError(f"schedule: select() offers no candidate the {backend} backend runs for M={M}, N={N}, K={K}")
@@ -391,7 +392,11 @@ def _choose_schedule(op, backend, M, N, K, dtypes, target, schedule, info, use_c
     info["schedule"] = (f"tlgemm.schedules.select ({no_cache}; {rows}){skipped}; should the backend reject it at "
                         "the first launch (shared memory), the next candidate runs")
     info["selection"] = selection
-    return runnable[0], tuple(runnable[1:1 + _MAX_FALLBACKS])
+    fallbacks = runnable[1:1 + _MAX_FALLBACKS]
+    pow2 = next((s for s in runnable if s.has_pow2_block_n), None)
+    if pow2 is not None and pow2 not in (runnable[0], *fallbacks):
+        fallbacks.append(pow2)  # the TileLang GEMM takes other widths only with B K-major
+    return runnable[0], tuple(fallbacks)
 
 
 def _check_schedule(schedule) -> None:

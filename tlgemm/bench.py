@@ -629,7 +629,9 @@ class Tlgemm(Impl):
 
 
 class TileLangGemm(Impl):
-    """TileLang's T.gemm with the tile, stages and threads of select()'s schedule."""
+    """TileLang's T.gemm with the tile, stages and threads of select()'s best schedule whose
+    block_n is a power of two (the widths between, which tlgemm's TileLang matmul takes, are
+    not offered to T.gemm)."""
 
     key = "tilelang-tgemm"
 
@@ -643,7 +645,8 @@ class TileLangGemm(Impl):
     @staticmethod
     def config(case: Case, dev: Device) -> tuple[TGemmConfig, bool]:
         """The kernel for the case and whether it runs the swapped problem."""
-        schedule = top_schedule(case, dev)
+        schedule = next(c.schedule for c in top_schedule(case, dev, explain=True).candidates
+                        if c.schedule.has_pow2_block_n)
         if DTYPES[case.dtype].blockscaled and schedule.block_k != SCALE_BLOCK:
             raise Unsupported(f"this block-scaled kernel needs block_k = {SCALE_BLOCK}, "
                               f"select() gave {schedule.block_k}")

@@ -8,7 +8,7 @@ import torch
 import tlgemm
 from tlgemm import api
 from tlgemm.schedules import AutotuneCache, Schedule
-from tlgemm.testing import assert_gemm_close, random_operand
+from tlgemm.testing import assert_gemm_close, random_operand, reference_gemm
 
 E4M3 = torch.float8_e4m3fn
 
@@ -274,3 +274,26 @@ def test_explain_names_the_operand_read_once():
     assert once(4096, 4096, tile) == []
     assert once(32, 32, tile) == ["a", "b"]
     assert once(16, 4096, tile.swap_ab()) == ["b"]
+
+
+def test_a_width_no_power_of_two_gives_way_to_a_power_of_two(fake_gpu, monkeypatch):
+    """select() may rank a block_n that is no power of two first (128x144 at M = 2048, N = 2112);
+    the TileLang matmul takes it only with B K-major and the Triton backend never, so a launch
+    that rejects it still reaches a power-of-two width among the fallbacks."""
+    a, b = _ab(2048, 2112, 512)
+    first = tlgemm.explain(a, b, backend="tilelang").schedule
+    assert first.block_n == 144
+    assert not api.runs_schedule("triton", "matmul", first) and not api.runs_schedule("tilelang", "bmm", first)
+    assert api.runs_schedule("tilelang", "matmul", first)
+
+    def k_major_only(schedule):
+        if not schedule.has_pow2_block_n:
+            raise ValueError(f"schedule: block_n={schedule.block_n} is not a power of two, which the TileLang GEMM "
+                             "kernels take only with B K-major")
+
+    monkeypatch.setattr(fake_gpu.tilelang, "_check", k_major_only)
+    out = tlgemm.matmul(a, b, backend="tilelang")
+    assert fake_gpu.tilelang.calls[-1][3].has_pow2_block_n
+    assert_gemm_close(out, reference_gemm(a, b), torch.bfloat16)
+    tlgemm.matmul(a, b, backend="triton")
+    assert fake_gpu.triton.calls[-1][3].has_pow2_block_n

@@ -122,6 +122,39 @@ def test_streamk_two_warpgroups_deep_ring(generator, shape, dtype):
         assert torch.equal(TL.matmul(a, b, s, out_dtype=out_dtype, **scale), out)
 
 
+WIDE = {"128x176": Schedule(block_m=128, block_n=176, block_k=64, num_stages=5, num_warpgroups=2).persistent(),
+        "64x144": Schedule(block_m=64, block_n=144, block_k=64, num_stages=6).persistent(),
+        "128x208-streamk": Schedule(block_m=128, block_n=208, block_k=64, num_stages=4,
+                                    num_warpgroups=2).persistent().streamk(30)}
+
+
+@pytest.mark.parametrize("schedule", WIDE.values(), ids=WIDE)
+@pytest.mark.parametrize("dtype", ["bf16", "e4m3", "tf32", "int8"])
+@pytest.mark.parametrize("shape", [(4096, 2112, 1024), (1000, 2000, 1500), (65, 200, 77)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_block_n_no_power_of_two(generator, shape, dtype, schedule):
+    """A block_n that is no power of two (tiles cutting N = 2112 into 12 tile columns), B K-major;
+    ragged M, N and K, Stream-K with partials in the epilogue, scales and bias per column."""
+    M, N, K = shape
+    a_dtype, b_dtype, out_dtype, tol = DTYPES[dtype]
+    s = _block_k(a_dtype, schedule, out_dtype)
+    a = _operand(M, K, a_dtype, generator, False)
+    b = _operand(K, N, b_dtype, generator, True)
+    kw = dict(scale_b=torch.rand(N, generator=generator).to(DEV) + 0.5,
+              bias=torch.randn(N, generator=generator).to(DEV, torch.bfloat16)) if dtype == "e4m3" else {}
+    out = poisoned((M, N), out_dtype, DEV)
+    TL.matmul(a, b, s, out=out, **kw)
+    check(out, reference_gemm(a, b, **kw), tol, f"{dtype} {shape} {s}")
+
+
+def test_block_n_no_power_of_two_needs_b_k_major(generator):
+    a = _operand(300, 256, torch.bfloat16, generator, False)
+    b = _operand(256, 400, torch.bfloat16, generator, False)  # N-major B
+    with pytest.raises(ValueError, match="schedule: block_n=176 is not a power of two, which the TileLang GEMM "
+                                         "kernels take only with B K-major"):
+        TL.matmul(a, b, WIDE["128x176"])
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "e4m3"])
 @pytest.mark.parametrize("M", [1, 7, 64])
 @pytest.mark.parametrize("out_layout", ["row", "column"])

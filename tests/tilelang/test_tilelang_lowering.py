@@ -368,14 +368,24 @@ def test_token_scale_layouts_for_tma():
         assert _tma_token_scales(copied)
 
 
-def test_gemm_kernels_reject_non_power_of_two_block_n():
-    with pytest.raises(ValueError, match="schedule: block_n=96 is not a power of two, which the TileLang GEMM"):
-        kernel_source(512, 512, 512, torch.bfloat16, torch.bfloat16, None, Schedule(block_n=96).persistent(132))
+def test_gemm_kernels_take_a_block_n_no_power_of_two_with_b_k_major_only():
+    wide = Schedule(block_m=128, block_n=176, block_k=64, num_stages=4, num_warpgroups=2).persistent(132)
+    src = kernel_source(4096, 2112, 7168, torch.bfloat16, torch.bfloat16, None, wide)
+    assert re.search(r"wgmma_ss<tl::DataType::kBFloat16, tl::DataType::kBFloat16, tl::DataType::kFloat32, 64, 176, 16,",
+                     src)
+    assert "mma.sync" not in src and "tl::tma_store(" in src
+    with pytest.raises(ValueError, match="schedule: block_n=96 is not a power of two, which the TileLang GEMM kernels "
+                                         "take only with B K-major"):
+        kernel_source(512, 512, 512, torch.bfloat16, torch.bfloat16, None, Schedule(block_n=96).persistent(132),
+                      b_major="MN")
+    with pytest.raises(ValueError, match=r"schedule: bmm runs the persistent kernel .*block_n a power of two"):
+        kernel_source(512, 512, 512, torch.bfloat16, torch.bfloat16, None, wide, batched=True)
 
 
 def test_batched_kernels_reject_clusters():
     clustered = SCHEDULE.cluster(2)
-    with pytest.raises(ValueError, match=r"schedule: bmm runs the persistent kernel \(no Stream-K, swap-AB or clusters\)"):
+    with pytest.raises(ValueError, match=r"schedule: bmm runs the persistent kernel \(no Stream-K, swap-AB or "
+                                         r"clusters"):
         kernel_source(512, 512, 512, torch.bfloat16, torch.bfloat16, None, clustered, batched=True)
     from tlgemm.tilelang.launch import blockscaled_spec
 

@@ -169,9 +169,10 @@ def make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, *, a_major="K", b_
         raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
     if schedule.split_k > 1:
         raise ValueError("schedule: split_k > 1 is not implemented by the TileLang backend (use streamk_tiles)")
-    if not schedule.has_pow2_block_n:
+    if not schedule.has_pow2_block_n and b_major != "K":
         raise ValueError(f"schedule: block_n={schedule.block_n} is not a power of two, which the TileLang GEMM "
-                         "kernels need (only the block-scaled kernel takes other multiples of 16)")
+                         "kernels take only with B K-major (B [K, N] the transpose of a row-major [N, K]): the "
+                         "128-byte swizzled TMA box of an N-major B spans a power-of-two number of columns")
     schedule = schedule.swap_ab(False)
     if schedule.num_xcds != 1:
         raise ValueError("schedule: num_xcds > 1 is the AMD chiplet transform; the TileLang backend targets Hopper")
@@ -446,6 +447,12 @@ def matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=No
                     num_sms=num_sms)
 
 
+def _check_bmm_schedule(schedule: Schedule) -> None:
+    if schedule.streamk_tiles or schedule.is_swap_ab or schedule.cluster_m > 1 or not schedule.has_pow2_block_n:
+        raise ValueError("schedule: bmm runs the persistent kernel (no Stream-K, swap-AB or clusters; block_n a "
+                         "power of two)")
+
+
 def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None, bias=None, num_sms=None):
     """C[i] = (scale_a · A[i] @ B[i] · scale_b) + bias for a [B, M, K], b [B, K, N]; one
     persistent launch over all B · tiles tiles (no Stream-K, no swap-AB); scale_a, scale_b
@@ -453,8 +460,8 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
     module's copy rule, per matrix), and each operand must also be dense across the batch
     (batch stride = one matrix, as TMA's 3-D box walks it): any other batch stride, a
     broadcast (stride 0) one included, is copied once. Returns ``out`` [B, M, N]."""
-    if isinstance(schedule, Schedule) and (schedule.streamk_tiles or schedule.is_swap_ab or schedule.cluster_m > 1):
-        raise ValueError("schedule: bmm runs the persistent kernel (no Stream-K, swap-AB or clusters)")
+    if isinstance(schedule, Schedule):
+        _check_bmm_schedule(schedule)
     _check_tensor("a", a, 3)
     _check_tensor("b", b, 3)
     batch = a.shape[0]
@@ -525,8 +532,7 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
     a_once, b_once = read_once(*((N, M) if schedule.is_swap_ab else (M, N)), schedule.swap_ab(False))
     spec = dataclasses.replace(spec, a_read_once=a_once, b_read_once=b_once)
     if batched:
-        if schedule.streamk_tiles or schedule.is_swap_ab or schedule.cluster_m > 1:
-            raise ValueError("schedule: bmm runs the persistent kernel (no Stream-K, swap-AB or clusters)")
+        _check_bmm_schedule(schedule)
         spec = dataclasses.replace(spec, batched=True)
     func = build(spec)
     if emit == "tir":
