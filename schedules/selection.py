@@ -28,17 +28,17 @@ ITER_CLK and LOAD_LATENCY_CLK were fitted on an H100 to the dense TileLang kerne
 (benchmarks/results/small_m_dense.md): without them every tile sat on the HBM floor and the
 ties went to 64x16 and 64x32 tiles, whose 2-4 KB of B per stage streamed at a third of it.
 
-Candidates: block_m ∈ {64, 128, 256} (WGMMA M is 64 per warpgroup), block_n ∈ {16, 32, 64, 128,
-256} and, without swap-AB and for 16-bit and fp8 inputs (OTHER_WIDTH_DTYPES; int8 and tf32 were
-not measured), the widths OTHER_BLOCK_N that are no power of two (144 .. 240: a width that
-cuts N into tiles filling the last wave or feeds the tensor cores better, e.g. at N = 2112 128x144
-for M = 1024 and 2048 and 128x176 for M = 4096, 1.19-1.41x the powers of two on the H100,
+Candidates: block_m ∈ {64, 128, 256} (WGMMA M is 64 per warpgroup); block_n ∈ {16, 32, 64,
+128, 256}, and for 16-bit and fp8 inputs without swap-AB also the widths OTHER_BLOCK_N (144 ..
+240) that are no power of two (OTHER_WIDTH_DTYPES: int8 and tf32 were not measured; such a width
+cuts N into tiles that fill the last wave or feed the tensor cores better, e.g. at N = 2112
+128x144 for M = 1024 and 2048 and 128x176 for M = 4096, 1.19-1.41x the powers of two on the H100,
 benchmarks/results/dense_block_n.md; the Triton backend and bmm take only powers of two,
-``tlgemm.api.runs_schedule``), one consumer warpgroup per 128x128 fp32
-accumulators (at most 2), block_k = one 128-byte swizzle row, as many stages as the shared
-memory holds (≤ MAX_STAGES, ≥ 2), or more (up to MAX_LATENCY_STAGES) where the refill bound
-makes that more than 1% faster: the fewest stages within 1% of the fastest. swap-AB is
-considered for M ≤ 64 (the kernel computes Cᵀ = Bᵀ·Aᵀ, so the small M becomes WGMMA's N);
+``tlgemm.api.runs_schedule``); one consumer warpgroup per 128x128 fp32 accumulators (at most 2);
+block_k = one 128-byte swizzle row; as many stages as the shared memory holds (≤ MAX_STAGES,
+≥ 2), or more (up to MAX_LATENCY_STAGES) where the refill bound makes that more than 1% faster:
+the fewest stages within 1% of the fastest. swap-AB is considered for M ≤ 64 (the kernel
+computes Cᵀ = Bᵀ·Aᵀ, so the small M becomes WGMMA's N);
 split-K and Stream-K when there are fewer tiles than SMs or a partial last wave. Ties go to the
 candidate with the most slack (the lowest t_sm, when several sit on the HBM floor), then to the
 simpler decomposition, then to less wasted work in edge tiles, then to larger tiles; a width
