@@ -6,6 +6,7 @@ kernel, cuBLAS included, against the float64 product of the same inputs on a NaN
 (tlgemm.testing.assert_gemm_close: DESIGN.md's bound for the input dtype; a wrong one stops the
 run), then times them in interleaved rounds and reports each kernel's median round.
 """
+import json
 import statistics
 from concurrent.futures import ThreadPoolExecutor
 
@@ -68,3 +69,18 @@ def measure(name, dtype, M, N, K, variants, rounds, seconds):
             times[label].append(flops / seconds(fn) / 1e12)
     return {"dtype": name, "M": M, "N": N, "K": K, "schedules": {k: str(s) for k, s in variants.items()},
             "tflops": {k: statistics.median(v) for k, v in times.items()}, "rounds": times, "rel_err": rel_errors}
+
+
+def measure_all(work, rounds, seconds, out_path, describe, **header):
+    """Compile every (name, dtype, M, N, K, {label: schedule}) item's kernels, then ``measure``
+    each, print ``describe(row)`` and rewrite ``out_path`` ({gpu, torch, **header, rows}) after
+    every row, so that a run cut short keeps what it measured. Returns the rows."""
+    compile_ahead([item[1:] for item in work])
+    rows = []
+    for item in work:
+        rows.append(measure(*item, rounds, seconds))
+        print(describe(rows[-1]), flush=True)
+        with open(out_path, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, **header, "rows": rows}, f,
+                      indent=1)
+    return rows

@@ -15,14 +15,14 @@ then timed in ``--rounds`` interleaved rounds by kernel time (tlgemm.bench.kerne
 """
 import argparse
 import importlib
-import json
 import os
 
 import torch
 
 import tlgemm
 from core_speed import DTYPES
-from schedule_variants import by_kernel_time, compile_ahead, measure
+from schedule_variants import by_kernel_time, measure_all
+from tlgemm.api import runs_schedule
 from tlgemm.schedules import shape_bucket
 
 WEIGHTS = ((4096, 7168), (7168, 16384), (7168, 2048), (2112, 7168), (24576, 1536), (14336, 4096), (1024, 1024))
@@ -36,7 +36,7 @@ def picks(reference, M, N, K, dtype, sms, smem):
     ours = tlgemm.explain(a, w.t(), backend="tilelang", out_dtype=torch.bfloat16).schedule
     name = str(dtype).removeprefix("torch.")
     sel = reference.select(shape_bucket(M, N, K)[0], N, K, (name, name, "bfloat16"), sms, smem, explain=True)
-    theirs = next(c.schedule for c in sel.candidates if c.schedule.split_k == 1)
+    theirs = next(c.schedule for c in sel.candidates if runs_schedule("tilelang", "matmul", c.schedule))
     return {"select": ours, "reference": theirs}
 
 
@@ -59,18 +59,14 @@ def main():
                 if variants["select"] != variants["reference"]:
                     work.append((name, dtype, M, N, K, variants))
     print(f"{len(work)} shapes where the picks differ", flush=True)
-    compile_ahead([item[1:] for item in work])
-    rows = []
-    for name, dtype, M, N, K, variants in work:
-        row = measure(name, dtype, M, N, K, variants, args.rounds, by_kernel_time(args.calls))
-        rows.append(row)
-        tflops = row["tflops"]
-        print(f"{name} {M}x{N}x{K}: select/reference {tflops['select'] / tflops['reference']:.3f}  "
-              f"select {tflops['select']:.1f} [{variants['select']}]  reference {tflops['reference']:.1f} "
-              f"[{variants['reference']}]  cublas {tflops['cublas']:.1f}", flush=True)
-        with open(args.out, "w") as f:  # after every row: a run cut short keeps what it measured
-            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "reference": args.reference,
-                       "rows": rows}, f, indent=1)
+
+    def describe(row):
+        tflops, schedules = row["tflops"], row["schedules"]
+        return (f"{row['dtype']} {row['M']}x{row['N']}x{row['K']}: select/reference "
+                f"{tflops['select'] / tflops['reference']:.3f}  select {tflops['select']:.1f} [{schedules['select']}]  "
+                f"reference {tflops['reference']:.1f} [{schedules['reference']}]  cublas {tflops['cublas']:.1f}")
+
+    measure_all(work, args.rounds, by_kernel_time(args.calls), args.out, describe, reference=args.reference)
 
 
 if __name__ == "__main__":

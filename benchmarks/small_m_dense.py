@@ -13,18 +13,15 @@ interleaved rounds by kernel time (tlgemm.bench.kernel_time_us: median of ``--ca
 before each), and the median round is reported with every round in the JSON.
 """
 import argparse
-import json
 import os
 
 import torch
 
 import tlgemm
 from core_speed import DTYPES
-from schedule_variants import by_kernel_time, compile_ahead, measure
-from tlgemm.schedules import Schedule
-from tlgemm.schedules.dtypes import gemm_dtypes
-from tlgemm.schedules.grid import cdiv, num_k_iters
-from tlgemm.schedules.selection import _decompositions, _score, shared_memory_bytes
+from schedule_variants import by_kernel_time, measure_all
+from tlgemm.api import runs_schedule
+from tlgemm.schedules import select, shared_memory_bytes
 
 WEIGHTS = ((4096, 7168), (7168, 16384), (7168, 2048))
 TOKENS = (1, 16, 32, 64, 128)
@@ -40,26 +37,24 @@ def tiles_for(M):
 
 
 def probed(M, N, K, dtype, sms, smem):
-    """{label: schedule}: select()'s and the fixed set, each tile at 6 and at the most stages."""
+    """{label: schedule}: select()'s and the fixed set, each tile at 6 and at the most stages,
+    under the decomposition select()'s model ranks first for that tile among those the TileLang
+    matmul runs (``tlgemm.api.runs_schedule``)."""
     a = torch.empty(M, K, device="meta", dtype=dtype)
     w = torch.empty(N, K, device="meta", dtype=dtype)
     out = {"select": tlgemm.explain(a, w.t(), backend="tilelang", out_dtype=torch.bfloat16).schedule}
-    types = gemm_dtypes((str(dtype).removeprefix("torch."),) * 2 + ("bfloat16",))
-    block_k = 128 // dtype.itemsize
+    types = (str(dtype).removeprefix("torch."),) * 2 + ("bfloat16",)
+    ranked = [c for c in select(M, N, K, types, sms, smem, explain=True).candidates
+              if runs_schedule("tilelang", "matmul", c.schedule)]
     for swap, bm, bn in tiles_for(M):
-        rows, cols = (N, M) if swap else (M, N)
-        warpgroups = cdiv(bm * bn, 128 * 128)
-        base = Schedule(block_m=bm, block_n=bn, block_k=block_k, num_stages=1, num_warpgroups=warpgroups,
-                        is_swap_ab=swap)
-        most = max(n for n in range(1, MAX_PROBED_STAGES + 1) if shared_memory_bytes(base.stages(n), types) <= smem)
+        best = next((c for c in ranked if (c.schedule.is_swap_ab, c.schedule.block_m, c.schedule.block_n)
+                     == (swap, bm, bn)), None)
+        if best is None:
+            continue  # a tile larger than the padded problem: select() does not consider it
+        most = max(n for n in range(1, MAX_PROBED_STAGES + 1)
+                   if shared_memory_bytes(best.schedule.stages(n), types) <= smem)
         for stages in sorted({min(6, most), most}):
-            s = base.stages(stages)
-            tiles, iters = cdiv(rows, bm) * cdiv(cols, bn), num_k_iters(K, s)
-            scored = [_score(d, mode, rows, cols, K, types, sms, smem)
-                      for mode, d in _decompositions(s, tiles, iters, sms) if mode != "split-K"]
-            best = min(scored, key=lambda c: c.time_us)
-            label = f"{'swap ' if swap else ''}{bm}x{bn}/{stages} {best.mode}"
-            out[label] = best.schedule
+            out[f"{'swap ' if swap else ''}{bm}x{bn}/{stages} {best.mode}"] = best.schedule.stages(stages)
     return out
 
 
@@ -74,17 +69,14 @@ def main():
     sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
     work = [(name, dtype, M, N, K, probed(M, N, K, dtype, sms, smem))
             for name, dtype in DTYPES.items() for N, K in WEIGHTS for M in map(int, args.tokens.split(","))]
-    compile_ahead([item[1:] for item in work])
-    rows = []
-    for name, dtype, M, N, K, variants in work:
-        row = measure(name, dtype, M, N, K, variants, args.rounds, by_kernel_time(args.calls))
-        rows.append(row)
+
+    def describe(row):
         tflops = row["tflops"]
         best = max((k for k in tflops if k != "cublas"), key=tflops.get)
-        print(f"{name} {M}x{N}x{K}: cublas {tflops['cublas']:.0f}  select {tflops['select']:.0f} "
-              f"[{variants['select']}]  best {best} {tflops[best]:.0f}", flush=True)
-        with open(args.out, "w") as f:  # after every row: a run cut short keeps what it measured
-            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+        return (f"{row['dtype']} {row['M']}x{row['N']}x{row['K']}: cublas {tflops['cublas']:.0f}  select "
+                f"{tflops['select']:.0f} [{row['schedules']['select']}]  best {best} {tflops[best]:.0f}")
+
+    measure_all(work, args.rounds, by_kernel_time(args.calls), args.out, describe)
 
 
 if __name__ == "__main__":
