@@ -271,7 +271,12 @@ def test_default_blockscaled_schedule_takes_the_wide_tile():
     assert tile(4096, 2880, 7168) == (128, 144, 4)
     assert tile(4096, 2304, 7168)[:2] == (128, 256)
     assert tile(4096) == (128, 128, 4)
-    assert tile(128, 7168, 16384)[:2] == (64, 128)
+    # above M = 96 a 64x128 tile becomes 128x64 (one tile row: the weights read once)
+    assert tile(96, 7168, 16384)[:2] == (64, 128)
+    for M, N, K in ((97, 7168, 16384), (128, 7168, 16384), (128, 24576, 1536), (128, 7168, 2048)):
+        s = default_blockscaled_schedule(M, N=N, K=K)
+        assert (s.block_m, s.block_n, s.num_warpgroups) == (128, 64, 1), (M, N, K, s)
+    assert tile(128, 4096, 7168)[:2] == (64, 64)
 
 
 def test_default_blockscaled_schedule_streams_few_tiles():
@@ -503,11 +508,13 @@ def test_operand_read_once_is_loaded_evict_first(M, N, swap, hinted):
     assert src.replace(_EVICT_FIRST, "") == unhinted
 
 
-@pytest.mark.parametrize("M, hinted", [(16, ["B_desc"]), (64, ["B_desc"]), (128, []), (4096, [])])
+@pytest.mark.parametrize("M, hinted", [(16, ["B_desc"]), (64, ["B_desc"]), (96, []), (128, ["B_desc"]),
+                                       (4096, [])])
 def test_blockscaled_weights_read_once_are_loaded_evict_first(M, hinted):
     """The block-scaled kernel of the default schedule loads the weights (B) evict_first where
-    the tokens fit one tile side (M <= 16 under swap-AB's 64x16 tiles, M <= 64 on 64x64 tiles;
-    at M = 128 two 64-row tiles read each weight tile), the tokens and their scales never."""
+    the tokens fit one tile side (M <= 16 under swap-AB's 64x16 tiles, M <= 64 on 64x64 tiles,
+    M = 128 on 128x64 tiles; at M = 96 two 64-row tiles read each weight tile), the tokens and
+    their scales never."""
     from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
     from tlgemm.tilelang.kernels import blockscaled_gemm
     from tlgemm.tilelang.launch import operands_read_once, blockscaled_spec, default_blockscaled_schedule

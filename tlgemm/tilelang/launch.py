@@ -588,6 +588,12 @@ _FILL_FLOOR = 0.75
 _SWAP_AB_MAX_M = 32
 #: Up to this M, 128-row tiles only while they alone make this many waves.
 _SMALL_M, _WIDE_WAVES = 128, 1.5
+#: Above this M (up to ``_SMALL_M``) a 64x128 default becomes 128x64, both on one consumer
+#: warpgroup: as many tiles, but one tile row, so the weights are read once (with the L2
+#: evict_first hint, ``read_once``) instead of by two tiles. On the H100 by kernel time at M = 128:
+#: 1.11x at 7168x16384, 1.06x at 24576x1536, 1.02x at 7168x2048; at M = 96 0.97x, 1.05x and 1.00x
+#: (benchmarks/results/blockscaled_small_m.md).
+_ONE_ROW_MIN_M = 96
 #: Stages of the default's 128-row tiles: 4 beat 5 (by 0-7%) on all six M = 4096 shapes on the H100
 #: once a slot is released before its promotion (benchmarks/results/blockscaled_tiles.md).
 _WIDE_STAGES = 4
@@ -621,7 +627,8 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     """The block-scaled kernel's schedule, from benchmarks/results/blockscaled_small_m.md and
     blockscaled_tiles.md (H100): for M <= ``_SWAP_AB_MAX_M`` swap-AB on 64 rows of N by 16 or
     32 tokens; for M <= ``_SMALL_M`` 64-row tiles on one consumer warpgroup unless 128-row
-    tiles alone make ``_WIDE_WAVES`` waves; else 128-row tiles on two (two temporaries and
+    tiles alone make ``_WIDE_WAVES`` waves (64x128 becoming 128x64, one tile row, above
+    ``_ONE_ROW_MIN_M``); else 128-row tiles on two (two temporaries and
     the result: 3 · 64 registers per thread at block_n = 128), ``_WIDE_STAGES`` stages, or
     when N and K are given, 128x``_WIDEST_N`` tiles where they make at least one wave, pad N
     no more than 128-column tiles do and K is at least ``_WIDEST_MIN_K``; else, where N is
@@ -676,6 +683,8 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
             while block_n > 16 and fill(block_m, block_n) < _FILL_FLOOR and fill(block_m, block_n // 2) > fill(
                     block_m, block_n):
                 block_n //= 2
+        if narrow and M > _ONE_ROW_MIN_M and block_n == 128:
+            block_m, block_n = 128, 64
         s = Schedule(block_m=block_m, block_n=block_n, block_k=_SCALE_BLOCK,
                      num_stages=_WIDE_STAGES if warpgroups == 2 else 8, num_warpgroups=warpgroups).persistent()
     return blockscaled_stages_that_fit(s, out_dtype, smem_limit)
