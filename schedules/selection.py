@@ -20,7 +20,9 @@ The model, per SM and per clock, after an H100 SXM (only the ranking matters):
              program's time (wave quantisation and idle SMs both lower it).
   t_hbm    = ((M·K + K·N)·bytes_in + M·N·bytes_out) / HBM bandwidth / eff: each SM streams
              about 1/S of the chip's bandwidth, in proportion to its K-iterations, so idle SMs
-             and a ragged last wave leave bandwidth unused.
+             and a ragged last wave leave bandwidth unused. Under Stream-K the tiles of another
+             tile row (column) read B (A) again at another time: from HBM where that operand is
+             larger than L2_BYTES (``_streamk_rereads``).
   time     = max(t_sm, t_hbm), + TRANSPOSE_CLK and a pass over C for swap-AB with M > 1 (its
              Cᵀ is written to a buffer and transposed into C by a second kernel).
 
@@ -74,6 +76,7 @@ LOAD_LATENCY_CLK = 3600  # round trip of a stage's TMA load from HBM under a ful
 MAX_LATENCY_STAGES = 16
 STAGES_TOLERANCE = 1.01  # stages beyond MAX_STAGES must gain more than this (deeper queues cost at the HBM floor)
 TRANSPOSE_CLK = 4000  # swap-AB with M > 1: Cᵀ lands in a buffer and a second kernel transposes it into C
+L2_BYTES = 50 * 2**20  # H100 SXM; an operand larger than this is re-read from HBM when read again later
 WGMMA_M = 64
 ACC_PER_WARPGROUP = 128 * 128  # fp32 accumulators a warpgroup holds (128 registers per thread)
 SWAP_AB_MAX_M = 64
@@ -159,6 +162,19 @@ def _throughput_cpi(bm: int, bn: int, bk: int, rows: int, cols: int, in_bytes: i
                (min(bm, rows) + min(bn, cols)) * bk * in_bytes / L2_BYTES_PER_CLK, ITER_CLK)
 
 
+def _streamk_rereads(rows: int, cols: int, K: int, bm: int, bn: int, in_bytes: int, streamed: float) -> float:
+    """HBM bytes that Stream-K reads again: its programs walk the streamed tiles' K ranges at
+    different times, so the tiles of another tile row (column) read B (A) after the first has
+    passed, from HBM where the operand does not fit in L2_BYTES. Measured on the H100 at M =
+    128, N x K = 7168x16384 (B 117-235 MB): 64-row tiles under Stream-K (two tile rows) ran at
+    0.55-0.63x 128x64 tiles (one row), as many tiles (benchmarks/results/small_m_dense.md)."""
+    rereads = 0.0
+    for copies, operand in ((cdiv(rows, bm) - 1, K * cols * in_bytes), (cdiv(cols, bn) - 1, rows * K * in_bytes)):
+        if operand > L2_BYTES:
+            rereads += copies * streamed * operand
+    return rereads
+
+
 def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[str, str, str],
            num_sms: int, smem: int) -> Candidate:
     a, _, c = dtypes
@@ -189,7 +205,10 @@ def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[s
         sm_clk = critical * cpi + cdiv(tiles, num_sms) * tile_clk
         busy = min(tiles, num_sms)
     efficiency = tiles * iters / (num_sms * critical)
-    hbm_clk = ((rows * K + K * cols) * in_bytes + rows * cols * out_bytes) / HBM_BYTES_PER_CLK / efficiency
+    hbm_bytes = (rows * K + K * cols) * in_bytes + rows * cols * out_bytes
+    if mode == "Stream-K":
+        hbm_bytes += _streamk_rereads(rows, cols, K, bm, bn, in_bytes, min(s.streamk_tiles, tiles) / tiles)
+    hbm_clk = hbm_bytes / HBM_BYTES_PER_CLK / efficiency
     if s.is_swap_ab and cols > 1:
         transpose = TRANSPOSE_CLK + 2 * rows * cols * out_bytes / HBM_BYTES_PER_CLK
         sm_clk, hbm_clk = sm_clk + transpose, hbm_clk + transpose

@@ -14,8 +14,8 @@ from tlgemm.schedules import (
     store_staging,
     work,
 )
-from tlgemm.schedules.selection import (CLOCK_GHZ, MAX_LATENCY_STAGES, MAX_STAGES, OTHER_WIDTH_MARGIN,
-                                        TRANSPOSE_CLK)
+from tlgemm.schedules.selection import (CLOCK_GHZ, L2_BYTES, MAX_LATENCY_STAGES, MAX_STAGES, OTHER_WIDTH_MARGIN,
+                                        TRANSPOSE_CLK, _streamk_rereads)
 
 H100_SMS = 132
 H100_SMEM = 227 * 1024  # max dynamic shared memory per block on sm_90
@@ -136,6 +136,20 @@ def test_swap_ab_pays_the_transpose_above_one_token():
     assert swapped
     for c in swapped:
         assert c.time_us >= one[c.schedule] + TRANSPOSE_CLK / (CLOCK_GHZ * 1e3)
+
+
+def test_streamk_pays_for_rereading_an_operand_larger_than_l2():
+    # bf16 W of 4096x7168 (59 MB) under Stream-K: 64-row tiles at M = 128 read it twice, 128-row tiles once
+    sel = select(128, 4096, 7168, "bf16", H100_SMS, H100_SMEM, explain=True)
+    streamed = {(c.schedule.block_m, c.schedule.block_n): c for c in sel.candidates if c.mode == "Stream-K"}
+    two_rows, one_row = streamed[(64, 128)], streamed[(128, 64)]
+    assert two_rows.hbm_us > one_row.hbm_us * 1.8
+    assert one_row.time_us < two_rows.time_us
+    # an operand that fits in L2 is read again from it: fp8 W of 4096x7168 (29 MB) pays nothing
+    assert _streamk_rereads(128, 4096, 7168, 64, 128, 1, 1.0) == 0
+    assert _streamk_rereads(128, 4096, 7168, 64, 128, 2, 1.0) == 4096 * 7168 * 2
+    assert _streamk_rereads(128, 4096, 7168, 64, 128, 2, 0.5) == 4096 * 7168
+    assert L2_BYTES < 4096 * 7168 * 2
 
 
 def test_large_m_does_not_swap_and_a_full_wave_stays_data_parallel():
