@@ -42,7 +42,9 @@ block_k = one 128-byte swizzle row; as many stages as the shared memory holds (�
 the fewest stages within 1% of the fastest. swap-AB is considered for M ≤ 64 (the kernel
 computes Cᵀ = Bᵀ·Aᵀ, so the small M becomes WGMMA's N);
 split-K and Stream-K when there are fewer tiles than SMs or a partial last wave. Ties go to the
-candidate with the most slack (the lowest t_sm, when several sit on the HBM floor), then to the
+candidate with the fewest weight rows in flight for M <= WEIGHT_STREAM_MAX_M (the busy programs
+times the tile's rows of the larger operand: fewer streams from HBM at once run closer to its
+bandwidth), then the most slack (the lowest t_sm, when several sit on the HBM floor), then to the
 simpler decomposition, then to less wasted work in edge tiles, then to larger tiles; a width
 that is no power of two ranks as if OTHER_WIDTH_MARGIN slower, and with ``m_min`` (a schedule
 serving an M bucket) stays ahead of the best power of two only if it wins by that margin across
@@ -76,6 +78,11 @@ LOAD_LATENCY_CLK = 3600  # round trip of a stage's TMA load from HBM under a ful
 MAX_LATENCY_STAGES = 16
 STAGES_TOLERANCE = 1.01  # stages beyond MAX_STAGES must gain more than this (deeper queues cost at the HBM floor)
 TRANSPOSE_CLK = 4000  # swap-AB with M > 1: Cᵀ lands in a buffer and a second kernel transposes it into C
+#: Up to this M, candidates tied on the HBM floor go to the fewest weight rows in flight (busy
+#: programs x the tile's rows of the weights): on the H100, 128x64 against 64x128 or 128x128 and
+#: 64x64 against 64x128 measured 1.01-1.31x on 23 of 24 shapes, 0.94x on one
+#: (benchmarks/results/small_m_dense.md); at M = 256 and 1024 it measured 0.92-1.02x.
+WEIGHT_STREAM_MAX_M = 128
 L2_BYTES = 50 * 2**20  # H100 SXM; an operand larger than this is re-read from HBM when read again later
 WGMMA_M = 64
 ACC_PER_WARPGROUP = 128 * 128  # fp32 accumulators a warpgroup holds (128 registers per thread)
@@ -320,8 +327,14 @@ def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int
                      "split-K and Stream-K over all tiles considered")
     if ragged:
         notes.append(f"tile shapes with a partial last wave ({len(ragged)}): Stream-K over the remainder considered")
+    def rows_in_flight(c: Candidate) -> int:
+        """Rows of the larger operand the busy programs stream at once, where M <= WEIGHT_STREAM_MAX_M."""
+        if M > WEIGHT_STREAM_MAX_M:
+            return 0
+        return c.busy * (min(c.schedule.block_n, N) if N >= M else min(c.schedule.block_m, M))
+
     scored.sort(key=lambda c: (round(c.time_us * (1 if c.schedule.has_pow2_block_n else OTHER_WIDTH_MARGIN), 6),
-                               round(c.sm_us, 6), MODES.index(c.mode), round(c.edge_waste, 9),
+                               rows_in_flight(c), round(c.sm_us, 6), MODES.index(c.mode), round(c.edge_waste, 9),
                                -c.schedule.block_m * c.schedule.block_n, c.schedule.is_swap_ab))
     if m_min is not None and m_min < M:
         scored = _serving_the_bucket(scored, m_min, M, N, K, types, num_sms, notes)

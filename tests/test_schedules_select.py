@@ -15,7 +15,7 @@ from tlgemm.schedules import (
     work,
 )
 from tlgemm.schedules.selection import (CLOCK_GHZ, L2_BYTES, MAX_LATENCY_STAGES, MAX_STAGES, OTHER_WIDTH_MARGIN,
-                                        TRANSPOSE_CLK, _streamk_rereads)
+                                        TRANSPOSE_CLK, WEIGHT_STREAM_MAX_M, _streamk_rereads)
 
 H100_SMS = 132
 H100_SMEM = 227 * 1024  # max dynamic shared memory per block on sm_90
@@ -150,6 +150,20 @@ def test_streamk_pays_for_rereading_an_operand_larger_than_l2():
     assert _streamk_rereads(128, 4096, 7168, 64, 128, 2, 1.0) == 4096 * 7168 * 2
     assert _streamk_rereads(128, 4096, 7168, 64, 128, 2, 0.5) == 4096 * 7168
     assert L2_BYTES < 4096 * 7168 * 2
+
+
+def test_ties_on_the_hbm_floor_go_to_fewer_weight_rows_in_flight():
+    # up to M = 128: 128x64 (one tile row, 64 weight rows a program) before 64x128 or 128x128, 64x64 before 64x128
+    for M, N, K, dtype, tile in ((128, 24576, 1536, "e4m3", (128, 64)), (128, 7168, 2048, "bf16", (128, 64)),
+                                 (32, 24576, 1536, "e4m3", (64, 64))):
+        sel = select(M, N, K, dtype, H100_SMS, H100_SMEM, explain=True)
+        best = sel.candidates[0]
+        assert (best.schedule.block_m, best.schedule.block_n) == tile, (M, N, K, dtype, best.schedule)
+        tied = [c for c in sel.candidates if round(c.time_us, 6) == round(best.time_us, 6)]
+        assert all(best.busy * best.schedule.block_n <= c.busy * min(c.schedule.block_n, N) for c in tied)
+    # above it the tie-break by slack stays (M = 256: 128x256 measured 1.09x 256x128 in bf16)
+    s = select(256, 14336, 4096, "bf16", H100_SMS, H100_SMEM)
+    assert (s.block_m, s.block_n) == (128, 256) and WEIGHT_STREAM_MAX_M < 256
 
 
 def test_large_m_does_not_swap_and_a_full_wave_stays_data_parallel():
