@@ -42,7 +42,7 @@ block_k = one 128-byte swizzle row; as many stages as the shared memory holds (�
 the fewest stages within 1% of the fastest. swap-AB is considered for M ≤ 64 (the kernel
 computes Cᵀ = Bᵀ·Aᵀ, so the small M becomes WGMMA's N);
 split-K and Stream-K when there are fewer tiles than SMs or a partial last wave. Ties go to the
-candidate with the fewest weight rows in flight for M <= WEIGHT_STREAM_MAX_M (the busy programs
+candidate with the fewest weight rows in flight for 1 < M <= WEIGHT_STREAM_MAX_M (the busy programs
 times the tile's rows of the larger operand: fewer streams from HBM at once run closer to its
 bandwidth), then the most slack (the lowest t_sm, when several sit on the HBM floor), then to the
 simpler decomposition, then to less wasted work in edge tiles, then to larger tiles; a width
@@ -78,10 +78,11 @@ LOAD_LATENCY_CLK = 3600  # round trip of a stage's TMA load from HBM under a ful
 MAX_LATENCY_STAGES = 16
 STAGES_TOLERANCE = 1.01  # stages beyond MAX_STAGES must gain more than this (deeper queues cost at the HBM floor)
 TRANSPOSE_CLK = 4000  # swap-AB with M > 1: Cᵀ lands in a buffer and a second kernel transposes it into C
-#: Up to this M, candidates tied on the HBM floor go to the fewest weight rows in flight (busy
+#: For 1 < M <= this, candidates tied on the HBM floor go to the fewest weight rows in flight (busy
 #: programs x the tile's rows of the weights): on the H100, 128x64 against 64x128 or 128x128 and
-#: 64x64 against 64x128 measured 1.01-1.31x on 23 of 24 shapes, 0.94x on one
-#: (benchmarks/results/small_m_dense.md); at M = 256 and 1024 it measured 0.92-1.02x.
+#: 64x64 against 64x128 measured 1.01-1.31x on 21 of 22 shapes at M = 8..128, 0.94x on one
+#: (benchmarks/results/small_m_dense.md); at M = 256 and 1024 it measured 0.92-1.02x. M = 1 keeps
+#: its swap-AB picks (their A/B ran with swap-AB tiles counted by their token side).
 WEIGHT_STREAM_MAX_M = 128
 L2_BYTES = 50 * 2**20  # H100 SXM; an operand larger than this is re-read from HBM when read again later
 WGMMA_M = 64
@@ -328,10 +329,13 @@ def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int
     if ragged:
         notes.append(f"tile shapes with a partial last wave ({len(ragged)}): Stream-K over the remainder considered")
     def rows_in_flight(c: Candidate) -> int:
-        """Rows of the larger operand the busy programs stream at once, where M <= WEIGHT_STREAM_MAX_M."""
-        if M > WEIGHT_STREAM_MAX_M:
+        """Rows of the larger operand the busy programs stream at once, where 1 < M <= WEIGHT_STREAM_MAX_M
+        (a swap-AB tile runs block_m over N and block_n over M)."""
+        if not 1 < M <= WEIGHT_STREAM_MAX_M:
             return 0
-        return c.busy * (min(c.schedule.block_n, N) if N >= M else min(c.schedule.block_m, M))
+        along_n, along_m = ((c.schedule.block_m, c.schedule.block_n) if c.schedule.is_swap_ab
+                            else (c.schedule.block_n, c.schedule.block_m))
+        return c.busy * (min(along_n, N) if N >= M else min(along_m, M))
 
     scored.sort(key=lambda c: (round(c.time_us * (1 if c.schedule.has_pow2_block_n else OTHER_WIDTH_MARGIN), 6),
                                rows_in_flight(c), round(c.sm_us, 6), MODES.index(c.mode), round(c.edge_waste, 9),

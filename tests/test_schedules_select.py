@@ -161,6 +161,9 @@ def test_ties_on_the_hbm_floor_go_to_fewer_weight_rows_in_flight():
         assert (best.schedule.block_m, best.schedule.block_n) == tile, (M, N, K, dtype, best.schedule)
         tied = [c for c in sel.candidates if round(c.time_us, 6) == round(best.time_us, 6)]
         assert all(best.busy * best.schedule.block_n <= c.busy * min(c.schedule.block_n, N) for c in tied)
+    # M = 1 keeps the tie-break by slack (a swap-AB 64x16 tile and a plain 64x64 one stream 64 weight rows each)
+    s = select(1, 14336, 4096, "bf16", H100_SMS, H100_SMEM)
+    assert (s.block_m, s.block_n, s.is_swap_ab) == (64, 64, False)
     # above it the tie-break by slack stays (M = 256: 128x256 measured 1.09x 256x128 in bf16)
     s = select(256, 14336, 4096, "bf16", H100_SMS, H100_SMEM)
     assert (s.block_m, s.block_n) == (128, 256) and WEIGHT_STREAM_MAX_M < 256
