@@ -82,7 +82,7 @@ TRANSPOSE_CLK = 4000  # swap-AB with M > 1: Cᵀ lands in a buffer and a second 
 #: programs x the tile's rows of the weights): on the H100, 128x64 against 64x128 or 128x128 and
 #: 64x64 against 64x128 measured 1.01-1.31x on 21 of 22 shapes at M = 8..128, 0.94x on one
 #: (benchmarks/results/small_m_dense.md); at M = 256 and 1024 it measured 0.92-1.02x. M = 1 keeps
-#: its swap-AB picks (their A/B ran with swap-AB tiles counted by their token side).
+#: its earlier picks (its A/B ran with swap-AB tiles counted by their token side).
 WEIGHT_STREAM_MAX_M = 128
 L2_BYTES = 50 * 2**20  # H100 SXM; an operand larger than this is re-read from HBM when read again later
 WGMMA_M = 64
