@@ -164,12 +164,6 @@ def _pow2_ceil(x: int) -> int:
     return 1 << (x - 1).bit_length()
 
 
-def _throughput_cpi(bm: int, bn: int, bk: int, rows: int, cols: int, in_bytes: int) -> float:
-    """Clocks per K-iteration without the refill bound: max(tensor cores, L2 feed, ITER_CLK)."""
-    return max(2 * bm * bn * bk / MMA_FLOPS_PER_CLK[in_bytes],
-               (min(bm, rows) + min(bn, cols)) * bk * in_bytes / L2_BYTES_PER_CLK, ITER_CLK)
-
-
 def _streamk_rereads(rows: int, cols: int, K: int, bm: int, bn: int, in_bytes: int, streamed: float) -> float:
     """HBM bytes that Stream-K reads again: its programs walk the streamed tiles' K ranges at
     different times, so the tiles of another tile row (column) read B (A) after the first has
@@ -189,7 +183,9 @@ def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[s
     in_bytes, out_bytes = DTYPE_BYTES[a], DTYPE_BYTES[c]
     bm, bn, bk = s.block_m, s.block_n, s.block_k
     tiles, iters = cdiv(rows, bm) * cdiv(cols, bn), num_k_iters(K, s)
-    cpi = max(_throughput_cpi(bm, bn, bk, rows, cols, in_bytes), LOAD_LATENCY_CLK / s.num_stages)
+    cpi = max(2 * bm * bn * bk / MMA_FLOPS_PER_CLK[in_bytes],
+              (min(bm, rows) + min(bn, cols)) * bk * in_bytes / L2_BYTES_PER_CLK, ITER_CLK,
+              LOAD_LATENCY_CLK / s.num_stages)
     tile_clk = TILE_OVERHEAD_CLK + bm * bn * out_bytes / L2_BYTES_PER_CLK
     partial_clk = bm * bn * 4 / PARTIAL_BYTES_PER_CLK  # write or read one fp32 partial tile
     if mode == "split-K":
@@ -215,7 +211,7 @@ def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[s
     efficiency = tiles * iters / (num_sms * critical)
     hbm_bytes = (rows * K + K * cols) * in_bytes + rows * cols * out_bytes
     if mode == "Stream-K":
-        hbm_bytes += _streamk_rereads(rows, cols, K, bm, bn, in_bytes, min(s.streamk_tiles, tiles) / tiles)
+        hbm_bytes += _streamk_rereads(rows, cols, K, bm, bn, in_bytes, streamed / tiles)
     hbm_clk = hbm_bytes / HBM_BYTES_PER_CLK / efficiency
     if s.is_swap_ab and cols > 1:
         transpose = TRANSPOSE_CLK + 2 * rows * cols * out_bytes / HBM_BYTES_PER_CLK
