@@ -23,8 +23,9 @@ The model, per SM and per clock, after an H100 SXM (only the ranking matters):
              and a ragged last wave leave bandwidth unused. Under Stream-K the tiles of another
              tile row (column) read B (A) again at another time: from HBM where that operand is
              larger than L2_BYTES (``_streamk_rereads``).
-  time     = max(t_sm, t_hbm), + TRANSPOSE_CLK and a pass over C for swap-AB with M > 1 (its
-             Cᵀ is written to a buffer and transposed into C by a second kernel).
+  time     = max(t_sm, t_hbm), + TRANSPOSE_CLK and a pass over C for swap-AB with M > 1 (the
+             cost of the second kernel that once transposed Cᵀ into C; kept as a calibration
+             since the kernel stores Cᵀ's tiles transposed into C itself, see TRANSPOSE_CLK).
 
 ITER_CLK and LOAD_LATENCY_CLK were fitted on an H100 to the dense TileLang kernel at M = 16..128
 (benchmarks/results/small_m_dense.md): without them every tile sat on the HBM floor and the
@@ -77,7 +78,11 @@ ITER_CLK = 400  # a consumer's floor per K-iteration: barrier wait, WGMMA issue 
 LOAD_LATENCY_CLK = 3600  # round trip of a stage's TMA load from HBM under a full grid's load (H100, measured)
 MAX_LATENCY_STAGES = 16
 STAGES_TOLERANCE = 1.01  # stages beyond MAX_STAGES must gain more than this (deeper queues cost at the HBM floor)
-TRANSPOSE_CLK = 4000  # swap-AB with M > 1: Cᵀ lands in a buffer and a second kernel transposes it into C
+#: Charged to swap-AB with M > 1, with a pass over C. It was the second kernel that transposed Cᵀ
+#: into C; the TileLang kernel now stores Cᵀ's tiles transposed into C itself. Without the charge
+#: 30 of the H100 A/B grid's picks moved (M = 8..32) at 1.01x geomean, losing up to 26% where a pick
+#: turned to Stream-K at K <= 2048 (benchmarks/results/small_m_dense.md, section 7), so it stays.
+TRANSPOSE_CLK = 4000
 #: For 1 < M <= this, candidates tied on the HBM floor go to the fewest weight rows in flight (busy
 #: programs x the tile's rows of the weights): on the H100, 128x64 against 64x128 or 128x128 and
 #: 64x64 against 64x128 measured 1.01-1.31x on 21 of 22 shapes at M = 8..128, 0.94x on one

@@ -18,6 +18,7 @@ TWO_WG = Schedule(block_m=128, block_n=256, block_k=64, num_stages=3, num_warpgr
 STREAMK = Schedule(block_m=128, block_n=128, block_k=64, num_stages=4).persistent().streamk(40)
 STREAMK_2WG = Schedule(block_m=128, block_n=256, block_k=64, num_stages=4, num_warpgroups=2).persistent().streamk(40)
 SWAP_AB = Schedule(block_m=128, block_n=32, block_k=64, num_stages=6).persistent().swap_ab()
+SWAP_AB_STREAMK = Schedule(block_m=256, block_n=16, block_k=64, num_stages=6).persistent().streamk(3).swap_ab()
 # 2-CTA clusters: B multicast under raster m, A under raster n; an odd grid (a phantom rank 1)
 CLUSTERS = {"2wg-m": TWO_WG.cluster(2), "1wg-n": ONE_WG.map("grouped_n", 4).cluster(2),
             "2wg-m-7sms": TWO_WG.persistent(num_sms=7).cluster(2), "1wg-m-g3": ONE_WG.map("grouped", 3).cluster(2)}
@@ -155,22 +156,30 @@ def test_block_n_no_power_of_two_needs_b_k_major(generator):
         TL.matmul(a, b, WIDE["128x176"])
 
 
+@pytest.mark.parametrize("schedule", [SWAP_AB, SWAP_AB_STREAMK], ids=["persistent", "streamk-256"])
 @pytest.mark.parametrize("dtype", ["bf16", "e4m3"])
 @pytest.mark.parametrize("M", [1, 7, 64])
-@pytest.mark.parametrize("out_layout", ["row", "column"])
-def test_swap_ab(generator, M, dtype, out_layout):
-    """Cᵀ = Bᵀ·Aᵀ with the plain kernel: scales trade places, the bias runs along Cᵀ's rows."""
-    N, K = 1000, 520
+@pytest.mark.parametrize("N", [1000, 1001])
+@pytest.mark.parametrize("out_layout", ["row", "column", "fresh"])
+def test_swap_ab(generator, schedule, M, N, dtype, out_layout):
+    """Cᵀ = Bᵀ·Aᵀ with the plain kernel: scales trade places, the bias runs along Cᵀ's rows;
+    the tiles are stored transposed into a row-major C (a fresh one too), plainly into a
+    column-major one, through a temporary where N·2 bytes is no multiple of 16."""
+    K = 520
     a_dtype, b_dtype, _, tol = DTYPES[dtype]
-    s = _block_k(a_dtype, SWAP_AB)
+    s = _block_k(a_dtype, schedule)
     a = _operand(M, K, a_dtype, generator, False)
     b = _operand(K, N, b_dtype, generator, True)
     kw = dict(scale_a=torch.rand(M, generator=generator).to(DEV) + 0.5,
               scale_b=torch.rand(N, generator=generator).to(DEV) + 0.5,
               bias=torch.randn(N, generator=generator).to(DEV, torch.bfloat16))
-    out = poisoned((M, N), torch.bfloat16, DEV) if out_layout == "row" else poisoned((N, M), torch.bfloat16, DEV).T
-    TL.matmul(a, b, s, out=out, **kw)
-    check(out, reference_gemm(a, b, **kw), tol, f"swap-AB {dtype} M={M} out {out_layout}-major")
+    if out_layout == "fresh":
+        torch.full((M, N + 8), float("nan"), dtype=torch.bfloat16, device=DEV)  # a poisoned block for the allocator
+        out = TL.matmul(a, b, s, out_dtype=torch.bfloat16, **kw)
+    else:
+        out = poisoned((M, N), torch.bfloat16, DEV) if out_layout == "row" else poisoned((N, M), torch.bfloat16, DEV).T
+        TL.matmul(a, b, s, out=out, **kw)
+    check(out, reference_gemm(a, b, **kw), tol, f"swap-AB {schedule} {dtype} M={M} N={N} out {out_layout}")
 
 
 @pytest.mark.parametrize("schedule", CLUSTERS)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from tlgemm.schedules import Schedule
+from tlgemm.schedules.selection import store_staging
 from tlgemm.tilelang import kernel_source
 
 SCHEDULE = Schedule(block_m=128, block_n=256, block_k=64, num_stages=3, num_warpgroups=2).persistent(132)
@@ -23,6 +24,9 @@ CASES = {
                      .persistent(132).streamk(66), {}),
     "persistent-int8": (torch.int8, torch.int8, None,
                         Schedule(block_m=128, block_n=128, block_k=128, num_stages=4).persistent(132), {}),
+    "swap-ab-streamk-e4m3": (torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
+                             Schedule(block_m=128, block_n=16, block_k=128, num_stages=9).persistent(132)
+                             .streamk(56).swap_ab(), dict(scale_a="tensor", scale_b="tensor")),
 }
 WGMMA = {
     "persistent-bf16": "kBFloat16, tl::DataType::kBFloat16, tl::DataType::kFloat32, 64, 256, 16, false, false",
@@ -31,6 +35,7 @@ WGMMA = {
     "streamk-tf32": "kTensorFloat32, tl::DataType::kTensorFloat32, tl::DataType::kFloat32, 64, 128, 8, false, false",
     "streamk-bf16": "kBFloat16, tl::DataType::kBFloat16, tl::DataType::kFloat32, 64, 256, 16, false, false",
     "persistent-int8": "kInt8, tl::DataType::kInt8, tl::DataType::kInt32, 64, 128, 32, false, false",
+    "swap-ab-streamk-e4m3": "kFloat8_e4m3, tl::DataType::kFloat8_e4m3, tl::DataType::kFloat32, 64, 16, 32, false, false",
 }
 
 
@@ -49,7 +54,8 @@ def test_structure(lowered):
     first_of_warpgroup = "% 128) == 0) {" if schedule.num_warpgroups > 1 else "(((int)threadIdx.x) == 0) {"
     assert first_of_warpgroup in src, "the first thread of each warpgroup releases a slot"
     store = src.index("tl::tma_store(")
-    assert "tl::tma_store_wait<1, true>()" in src[:store], "a chunk's store waits only for the one before the last"
+    in_flight = store_staging(schedule.block_n)[1] - 1
+    assert f"tl::tma_store_wait<{in_flight}, true>()" in src[:store], "a chunk's store waits only for the one before"
     assert "tl::tma_store_wait<0, true>()" in src[store:], "the last store is drained before exit"
     assert "warpgroup_reg_dealloc<40>" in src and "warpgroup_reg_alloc<232>" in src
     instantiations = set(re.findall(r"wgmma_ss<tl::DataType::([^>]*)>", src))
@@ -97,9 +103,14 @@ def test_schedule_rules():
         kernel_source(64, 64, 64, torch.bfloat16, torch.bfloat16, None, Schedule().splitk(2))
 
 
-def test_swap_ab_runs_the_plain_kernel_on_the_swapped_problem():
-    swapped = kernel_source(64, 64, 64, torch.bfloat16, torch.bfloat16, None, Schedule().swap_ab())
-    assert swapped == kernel_source(64, 64, 64, torch.bfloat16, torch.bfloat16, None, Schedule())
+def test_swap_ab_stores_the_swapped_problem_transposed_into_c():
+    """Swap-AB runs the plain kernel on Cᵀ = Bᵀ·Aᵀ and stores each tile transposed into the
+    caller's row-major C [M, N] (declared [N, NC] in the kernel's terms): no second kernel."""
+    schedule = Schedule(block_m=64, block_n=32, block_k=64, num_stages=4).persistent(132)
+    swapped = kernel_source(16, 1024, 512, torch.bfloat16, torch.bfloat16, None, schedule.swap_ab(), emit="tir")
+    plain = kernel_source(1024, 16, 512, torch.bfloat16, torch.bfloat16, None, schedule, emit="tir")
+    assert 'C = T.match_buffer(C_handle, (N, NC), "bfloat16", strides=(NC, 1))' in swapped
+    assert 'C = T.match_buffer(C_handle, (M, NC), "bfloat16", strides=(NC, 1))' in plain
 
 
 def test_blockscaled_kernel_lowers():
@@ -504,7 +515,7 @@ def test_operand_read_once_is_loaded_evict_first(M, N, swap, hinted):
     loads = _tma_loads(src)
     assert sorted(desc for hint, desc in loads if hint == _EVICT_FIRST) == hinted, loads
     assert {hint for hint, _ in loads} <= {"", _EVICT_FIRST} and {desc for _, desc in loads} == {"A_desc", "B_desc"}
-    unhinted = kernel_source(4096, 4096, 4096, torch.bfloat16, torch.bfloat16, None, Schedule())
+    unhinted = kernel_source(4096, 4096, 4096, torch.bfloat16, torch.bfloat16, None, schedule)
     assert src.replace(_EVICT_FIRST, "") == unhinted
 
 

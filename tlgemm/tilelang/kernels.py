@@ -42,7 +42,10 @@ class KernelSpec:
     persistent grid bound (the device's SM count); batched: A, B and C have a batch dimension
     in front (``persistent_gemm`` only), the scales and bias are shared by every GEMM;
     a_read_once/b_read_once: the grid reads each byte of A (B) once, the problem being one
-    tile wide along N (M), so its loads carry the L2 evict_first hint (``InputView``).
+    tile wide along N (M), so its loads carry the L2 evict_first hint (``InputView``);
+    c_transposed: the kernel's problem is Cᵀ of a swap-AB launch and C is passed as the
+    caller's row-major [N, M] (its rows padded to NC >= M columns): each tile is stored
+    transposed (``OutputView.store``), so no second kernel transposes Cᵀ into C.
     """
 
     a_dtype: str
@@ -60,6 +63,7 @@ class KernelSpec:
     batched: bool = False
     a_read_once: bool = False
     b_read_once: bool = False
+    c_transposed: bool = False
 
     @property
     def has_scale(self) -> bool:
@@ -70,8 +74,10 @@ class KernelSpec:
         return self.has_scale or self.bias_storage is not None
 
     def context(self) -> GemmContext:
-        return GemmContext(self.schedule, self.a_dtype, self.b_dtype, self.accum_dtype, self.out_storage,
-                           a_major=self.a_major, b_major=self.b_major)
+        ctx = GemmContext(self.schedule, self.a_dtype, self.b_dtype, self.accum_dtype, self.out_storage,
+                          a_major=self.a_major, b_major=self.b_major)
+        ctx.store_transposed = self.c_transposed
+        return ctx
 
 
 def _operand_params(spec: KernelSpec, ctx: GemmContext, M, N, K, NC, batch):
@@ -79,7 +85,8 @@ def _operand_params(spec: KernelSpec, ctx: GemmContext, M, N, K, NC, batch):
     [M, K], B [K, N]) with the strides of the orientation they are stored in, so the launcher
     passes a transposed operand (B given as Wᵀ of a dense [N, K] W) as it is: a transposing
     view costs about a microsecond of host time per call. C is [M, NC] (its rows padded to
-    NC columns); a batched kernel's parameters have the batch dimension in front."""
+    NC columns), or [N, NC] with NC >= M under ``spec.c_transposed``; a batched kernel's
+    parameters have the batch dimension in front."""
     lead = (batch,) if spec.batched else ()
 
     def operand(rows, cols, transposed, dtype):
@@ -89,7 +96,7 @@ def _operand_params(spec: KernelSpec, ctx: GemmContext, M, N, K, NC, batch):
         return T.StridedTensor(lead + (rows, cols), batch_stride + (1, rows), dtype)
 
     return (operand(M, K, spec.a_major == "MN", ctx.a_storage), operand(K, N, spec.b_major == "K", ctx.b_storage),
-            T.Tensor(lead + (M, NC), spec.out_storage))
+            T.Tensor(lead + ((N, NC) if spec.c_transposed else (M, NC)), spec.out_storage))
 
 
 def _stored(param, transposed: bool):

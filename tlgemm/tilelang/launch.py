@@ -19,8 +19,10 @@ one copy, documented here and by ``explain``):
 A swap-AB schedule (``is_swap_ab``, chosen by tlgemm.schedules.select for small M) runs the
 plain kernel on the swapped problem Cᵀ[N, M] = Bᵀ · Aᵀ, so the small M becomes WGMMA's N
 and the 64-row instruction side is N: scale_a and scale_b trade places and the bias is added
-per row of Cᵀ. Cᵀ is written straight into ``out.T`` when ``out`` is column-major, else into
-a temporary that is copied once into ``out`` (M·N elements: small when swap-AB pays).
+per row of Cᵀ. The kernel stores Cᵀ's tiles transposed straight into a row-major ``out``
+(``KernelSpec.c_transposed``; no second kernel), plainly into ``out.T`` when ``out`` is
+column-major, and into a temporary copied once into ``out`` only where neither is a dense,
+16-byte aligned TMA target (e.g. N not a multiple of 16 bytes of C).
 
 Compiled kernels are cached in memory per ``KernelSpec`` and on disk by TileLang's cache, so
 only the first call of a spec compiles; M, N and K are run-time values. What a call derives
@@ -190,17 +192,18 @@ def _compiled(spec: KernelSpec):
 
 
 def _kernel_for(a_dtype, b_dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, scale_a, scale_b,
-                bias_dtype, bias_per_row, once, batched=False):
+                bias_dtype, bias_per_row, once, batched=False, c_transposed=False):
     """The compiled kernel of a launch (``schedule`` without swap-AB; ``once``: ``read_once``
-    of its problem), after the shared-memory check (``_compiled`` caches per KernelSpec;
-    ``_LAUNCHES`` spares a repeated call even this)."""
+    of its problem; ``c_transposed``: see KernelSpec), after the shared-memory check
+    (``_compiled`` caches per KernelSpec; ``_LAUNCHES`` spares a repeated call even this)."""
     need = shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype)
     if need > smem_limit:
         raise ValueError(f"schedule: needs {need} bytes of shared memory (num_stages={schedule.num_stages}, "
                          f"{schedule.block_m}x{schedule.block_n}x{schedule.block_k}), the device allows {smem_limit}")
     spec = make_spec(a_dtype, b_dtype, out_dtype, schedule, sms, a_major=a_major, b_major=b_major, scale_a=scale_a,
                      scale_b=scale_b, bias_dtype=bias_dtype, bias_per_row=bias_per_row)
-    return _compiled(dataclasses.replace(spec, batched=batched, a_read_once=once[0], b_read_once=once[1]))
+    return _compiled(dataclasses.replace(spec, batched=batched, a_read_once=once[0], b_read_once=once[1],
+                                         c_transposed=c_transposed))
 
 
 def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
@@ -294,17 +297,18 @@ def _streamk_workspace(device, programs: int, block_m: int, block_n: int, dtype)
 class _Launch:
     """What a launch derives from its arguments' shapes, strides, dtypes, devices and 16-byte
     base alignment (the key of ``_LAUNCHES``): the kernel's entry function, the operand
-    orientation, swap-AB, whether C needs a temporary, whether the kernel takes scale and bias
-    vectors, the Stream-K workspace. Calling it allocates the output when none is given,
+    orientation, swap-AB, whether the kernel stores C transposed and whether C needs a
+    temporary, whether the kernel takes scale and bias vectors, the Stream-K workspace. Calling it allocates the output when none is given,
     views or copies the operands as decided, and launches: a repeated call validates and
     derives nothing again."""
 
-    __slots__ = ("entry", "shape", "out_dtype", "swap", "a_how", "b_how", "pad", "direct", "c_shape",
-                 "epilogue", "placeholder", "workspace")
+    __slots__ = ("entry", "shape", "out_dtype", "swap", "transposed", "a_how", "b_how", "pad", "direct",
+                 "c_shape", "epilogue", "placeholder", "workspace")
 
-    def __init__(self, entry, shape, out_dtype, swap, orientation, direct, c_shape, epilogue, placeholder,
-                 workspace):
-        self.entry, self.shape, self.out_dtype, self.swap = entry, shape, out_dtype, swap
+    def __init__(self, entry, shape, out_dtype, swap, transposed, orientation, direct, c_shape, epilogue,
+                 placeholder, workspace):
+        self.entry, self.shape, self.out_dtype = entry, shape, out_dtype
+        self.swap, self.transposed = swap, transposed
         self.a_how, self.b_how, self.pad = orientation
         self.direct, self.c_shape, self.epilogue = direct, c_shape, epilogue
         self.placeholder, self.workspace = placeholder, workspace
@@ -313,7 +317,9 @@ class _Launch:
         target = out if out is not None else torch.empty(size=self.shape, dtype=self.out_dtype, device=a.device)
         view = target
         if self.swap:
-            a, b, scale_a, scale_b, view = b.mT, a.mT, scale_b, scale_a, target.mT
+            a, b, scale_a, scale_b = b.mT, a.mT, scale_b, scale_a
+            if not self.transposed:
+                view = target.mT
         A, B = _oriented(a, b, self.a_how, self.b_how, self.pad)
         C = view if self.direct else torch.empty(size=self.c_shape, dtype=self.out_dtype, device=a.device)
         if self.epilogue:
@@ -405,21 +411,25 @@ def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
     orientation = _orientation(M, K, N, a.stride(), b.stride(), a.data_ptr() % _TMA_ALIGN == 0,
                                b.data_ptr() % _TMA_ALIGN == 0, a.element_size())
     a_major, b_major = ("MN" if how == "MN" else "K" for how in orientation[:2])
-    kernel = _kernel_for(a.dtype, b.dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, modes[0], modes[1],
-                         None if vectors[2] is None else vectors[2].dtype, swap, read_once(M, N, schedule))
     step = _TMA_ALIGN // out_dtype.itemsize
-    if out is None:  # a fresh allocation: dense and aligned; as Cᵀ of a swap dense only with one row or column
-        direct = N % step == 0 and (not swap or M == 1 or N == 1)
-    else:
-        view = out.t() if swap else out  # the kernel writes C of its own problem, row-major
-        direct = view.is_contiguous() and N % step == 0 and view.data_ptr() % _TMA_ALIGN == 0
+
+    def tma_target(t, cols):  # a dense row-major C (None: a fresh one) whose rows are 16-byte aligned
+        return cols % step == 0 and (t is None or (t.is_contiguous() and t.data_ptr() % _TMA_ALIGN == 0))
+
+    # M, N are the kernel's problem here: under swap-AB, out is [N, M] and out.T is Cᵀ
+    transposed = swap and not (out is not None and tma_target(out.t(), N))
+    direct = tma_target(out, M) if transposed else tma_target(out.t() if swap else out, N)
+    kernel = _kernel_for(a.dtype, b.dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, modes[0], modes[1],
+                         None if vectors[2] is None else vectors[2].dtype, swap, read_once(M, N, schedule),
+                         c_transposed=transposed)
     workspace = None
     if schedule.streamk_tiles:
         workspace = (sms, schedule.block_m, schedule.block_n, torch.int32 if a.dtype == torch.int8 else torch.float32)
     # persistent_gemm without scales and bias takes A, B, C only; streamk_gemm always all
     epilogue = modes[0] is not None or vectors[2] is not None or workspace is not None
-    return _Launch(_entry(kernel), (N, M) if swap else (M, N), out_dtype, swap, orientation, direct,
-                   (M, N + (-N) % step), epilogue, _placeholder(device), workspace)
+    c_shape = (N, M + (-M) % step) if transposed else (M, N + (-N) % step)
+    return _Launch(_entry(kernel), (N, M) if swap else (M, N), out_dtype, swap, transposed, orientation, direct,
+                   c_shape, epilogue, _placeholder(device), workspace)
 
 
 def persistent_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None, bias=None,
@@ -513,9 +523,10 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
 
 def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K", b_major="K", scale_a=None,
                   scale_b=None, bias=False, emit="cuda", num_sms=132, batched=False):
-    """The kernel that ``matmul`` (``bmm`` with ``batched``) would run for this configuration,
-    as TileLang TIR (``emit="tir"``) or CUDA source for sm_90a (``emit="cuda"``); needs no
-    GPU. Dtypes are torch dtypes; ``bias`` True adds a bias of ``out_dtype``."""
+    """The kernel that ``matmul`` (``bmm`` with ``batched``) would run for this configuration
+    with a fresh output (under swap-AB: C's tiles stored transposed), as TileLang TIR
+    (``emit="tir"``) or CUDA source for sm_90a (``emit="cuda"``); needs no GPU. Dtypes are
+    torch dtypes; ``bias`` True adds a bias of ``out_dtype``."""
     for name, value in (("M", M), ("N", N), ("K", K)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
@@ -530,7 +541,7 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
     spec = make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, a_major=a_major, b_major=b_major,
                      scale_a=scale_a, scale_b=scale_b, bias_dtype=out_dtype if bias else None)
     a_once, b_once = read_once(*((N, M) if schedule.is_swap_ab else (M, N)), schedule.swap_ab(False))
-    spec = dataclasses.replace(spec, a_read_once=a_once, b_read_once=b_once)
+    spec = dataclasses.replace(spec, a_read_once=a_once, b_read_once=b_once, c_transposed=schedule.is_swap_ab)
     if batched:
         _check_bmm_schedule(schedule)
         spec = dataclasses.replace(spec, batched=True)
