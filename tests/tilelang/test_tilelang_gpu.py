@@ -57,18 +57,27 @@ def check(out, ref, tol_dtype, what):
         assert_gemm_close(out, ref, tol_dtype, allow_tf32=tol_dtype == torch.float32, what=what)
 
 
-@pytest.mark.parametrize("schedule", [ONE_WG, TWO_WG, STREAMK], ids=["1wg", "2wg", "streamk"])
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_matches_reference(generator, shape, dtype, schedule):
+def run_checked(generator, shape, dtype, schedule, epilogue=None):
+    """TL.matmul on fresh random operands (A row-major, B the transpose of a row-major [N, K])
+    into a NaN-poisoned C, checked against the float64 reference; ``epilogue(M, N)`` gives
+    the scale / bias arguments. Returns (a, b, schedule with dtype's block_k, arguments, C)."""
     M, N, K = shape
     a_dtype, b_dtype, out_dtype, tol = DTYPES[dtype]
     s = _block_k(a_dtype, schedule, out_dtype)
     a = _operand(M, K, a_dtype, generator, False)
     b = _operand(K, N, b_dtype, generator, True)
+    kw = epilogue(M, N) if epilogue else {}
     out = poisoned((M, N), out_dtype, DEV)
-    TL.matmul(a, b, s, out=out)
-    check(out, reference_gemm(a, b), tol, f"{dtype} {shape}")
+    TL.matmul(a, b, s, out=out, **kw)
+    check(out, reference_gemm(a, b, **kw), tol, f"{dtype} {shape} {s}")
+    return a, b, s, kw, out
+
+
+@pytest.mark.parametrize("schedule", [ONE_WG, TWO_WG, STREAMK], ids=["1wg", "2wg", "streamk"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_matches_reference(generator, shape, dtype, schedule):
+    run_checked(generator, shape, dtype, schedule)
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
@@ -108,19 +117,14 @@ def test_epilogues(generator, dtype, epilogue):
                          ids=lambda s: "x".join(map(str, s)))
 def test_streamk_two_warpgroups_deep_ring(generator, shape, dtype):
     """The select() default shape (128x256, two consumer warpgroups, four stages) under Stream-K:
-    owners add partials in the chunked epilogue."""
-    M, N, K = shape
-    a_dtype, b_dtype, out_dtype, tol = DTYPES[dtype]
-    s = _block_k(a_dtype, STREAMK_2WG, out_dtype)
-    a = _operand(M, K, a_dtype, generator, False)
-    b = _operand(K, N, b_dtype, generator, True)
-    scale = dict(scale_a=torch.rand(M, generator=generator).to(DEV) + 0.5,
-                 bias=torch.randn(N, generator=generator).to(DEV, torch.bfloat16)) if dtype == "e4m3" else {}
-    out = poisoned((M, N), out_dtype, DEV)
-    TL.matmul(a, b, s, out=out, **scale)
-    check(out, reference_gemm(a, b, **scale), tol, f"{dtype} {shape}")
+    owners add partials in the chunked epilogue; repeated calls give the same bits."""
+    def epilogue(M, N):
+        return dict(scale_a=torch.rand(M, generator=generator).to(DEV) + 0.5,
+                    bias=torch.randn(N, generator=generator).to(DEV, torch.bfloat16)) if dtype == "e4m3" else {}
+
+    a, b, s, kw, out = run_checked(generator, shape, dtype, STREAMK_2WG, epilogue)
     for _ in range(4):
-        assert torch.equal(TL.matmul(a, b, s, out_dtype=out_dtype, **scale), out)
+        assert torch.equal(TL.matmul(a, b, s, out_dtype=out.dtype, **kw), out)
 
 
 WIDE = {"128x176": Schedule(block_m=128, block_n=176, block_k=64, num_stages=5, num_warpgroups=2).persistent(),
@@ -136,16 +140,11 @@ WIDE = {"128x176": Schedule(block_m=128, block_n=176, block_k=64, num_stages=5, 
 def test_block_n_no_power_of_two(generator, shape, dtype, schedule):
     """A block_n that is no power of two (tiles cutting N = 2112 into 12 tile columns), B K-major;
     ragged M, N and K, Stream-K with partials in the epilogue, scales and bias per column."""
-    M, N, K = shape
-    a_dtype, b_dtype, out_dtype, tol = DTYPES[dtype]
-    s = _block_k(a_dtype, schedule, out_dtype)
-    a = _operand(M, K, a_dtype, generator, False)
-    b = _operand(K, N, b_dtype, generator, True)
-    kw = dict(scale_b=torch.rand(N, generator=generator).to(DEV) + 0.5,
-              bias=torch.randn(N, generator=generator).to(DEV, torch.bfloat16)) if dtype == "e4m3" else {}
-    out = poisoned((M, N), out_dtype, DEV)
-    TL.matmul(a, b, s, out=out, **kw)
-    check(out, reference_gemm(a, b, **kw), tol, f"{dtype} {shape} {s}")
+    def epilogue(M, N):
+        return dict(scale_b=torch.rand(N, generator=generator).to(DEV) + 0.5,
+                    bias=torch.randn(N, generator=generator).to(DEV, torch.bfloat16)) if dtype == "e4m3" else {}
+
+    run_checked(generator, shape, dtype, schedule, epilogue)
 
 
 def test_block_n_no_power_of_two_needs_b_k_major(generator):
