@@ -298,9 +298,9 @@ class _Launch:
     """What a launch derives from its arguments' shapes, strides, dtypes, devices and 16-byte
     base alignment (the key of ``_LAUNCHES``): the kernel's entry function, the operand
     orientation, swap-AB, whether the kernel stores C transposed and whether C needs a
-    temporary, whether the kernel takes scale and bias vectors, the Stream-K workspace. Calling it allocates the output when none is given,
-    views or copies the operands as decided, and launches: a repeated call validates and
-    derives nothing again."""
+    temporary, whether the kernel takes scale and bias vectors, the Stream-K workspace.
+    Calling it allocates the output when none is given, views or copies the operands as
+    decided, and launches: a repeated call validates and derives nothing again."""
 
     __slots__ = ("entry", "shape", "out_dtype", "swap", "transposed", "a_how", "b_how", "pad", "direct",
                  "c_shape", "epilogue", "placeholder", "workspace")
