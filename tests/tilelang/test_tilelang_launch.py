@@ -6,7 +6,7 @@ import torch
 
 from tlgemm.schedules import Schedule
 from tlgemm.tilelang import blockscaled_bmm, blockscaled_matmul, bmm, matmul
-from tlgemm.tilelang.launch import _orientation, _oriented
+from tlgemm.tilelang.launch import _orientation, _oriented, _output_route
 
 
 def _stored(t, major, operand):
@@ -87,3 +87,25 @@ def test_blockscaled_validation_names_the_argument():
         blockscaled_bmm(a[None], b[None], sa, sb[None])
     with pytest.raises(ValueError, match="xs: expected shape"):
         blockscaled_bmm(a[None], b[None], sa[None, :, :1], sb[None])
+
+
+@pytest.mark.parametrize("swap, out, M, N, route", [
+    (False, "fresh", 24, 64, (False, True)),
+    (False, "fresh", 24, 60, (False, False)),      # rows of 120 bytes: a padded temporary
+    (False, "row", 24, 64, (False, True)),
+    (False, "column", 24, 64, (False, False)),
+    (True, "fresh", 64, 24, (True, True)),         # Cᵀ's tiles stored transposed into a fresh C [24, 64]
+    (True, "fresh", 60, 24, (True, False)),
+    (True, "row", 64, 24, (True, True)),
+    (True, "column", 64, 24, (False, True)),       # out.T is Cᵀ, row-major: the plain store
+    (True, "strided", 64, 24, (True, False)),
+])
+def test_output_route(swap, out, M, N, route):
+    """Where the kernel of the problem [M, N] (under swap-AB Cᵀ: the caller's C is [N, M])
+    writes: transposed tiles for swap-AB unless out.T is a TMA target; directly into a dense,
+    16-byte aligned buffer with 16-byte rows, else through a temporary."""
+    shape = (N, M) if swap else (M, N)
+    buffers = {"fresh": None, "row": torch.empty(shape, dtype=torch.bfloat16),
+               "column": torch.empty(shape[::-1], dtype=torch.bfloat16).t(),
+               "strided": torch.empty((shape[0], 2 * shape[1]), dtype=torch.bfloat16)[:, ::2]}
+    assert _output_route(M, N, swap, buffers[out], 8) == route

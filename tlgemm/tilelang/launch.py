@@ -393,6 +393,20 @@ def _plain_launch(entry, shape, out_dtype, device):
     return launch
 
 
+def _output_route(M, N, swap, out, step):
+    """(transposed, direct) for the kernel's problem [M, N] (under swap-AB Cᵀ, ``out`` [N, M]
+    or None for a fresh row-major one): a swap-AB kernel stores its tiles transposed into C
+    unless ``out.T`` is itself a TMA target; C is written directly when the buffer it writes
+    is dense, 16-byte aligned and has rows of a multiple of ``step`` elements (16 bytes,
+    cuTensorMapEncodeTiled), else through a temporary."""
+    def tma_target(t, cols):  # None: a fresh dense allocation
+        return cols % step == 0 and (t is None or (t.is_contiguous() and t.data_ptr() % _TMA_ALIGN == 0))
+
+    transposed = swap and not (out is not None and tma_target(out.t(), N))
+    direct = tma_target(out, M) if transposed else tma_target(out.t() if swap else out, N)
+    return transposed, direct
+
+
 def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
     """Validate a call and derive its ``_Launch``; for an empty problem (M, N or K = 0), its result."""
     (M, N, K), out, out_dtype, modes, vectors, sms, smem_limit = _prepare(
@@ -412,13 +426,7 @@ def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
                                b.data_ptr() % _TMA_ALIGN == 0, a.element_size())
     a_major, b_major = ("MN" if how == "MN" else "K" for how in orientation[:2])
     step = _TMA_ALIGN // out_dtype.itemsize
-
-    def tma_target(t, cols):  # a dense row-major C (None: a fresh one) whose rows are 16-byte aligned
-        return cols % step == 0 and (t is None or (t.is_contiguous() and t.data_ptr() % _TMA_ALIGN == 0))
-
-    # M, N are the kernel's problem here: under swap-AB, out is [N, M] and out.T is Cᵀ
-    transposed = swap and not (out is not None and tma_target(out.t(), N))
-    direct = tma_target(out, M) if transposed else tma_target(out.t() if swap else out, N)
+    transposed, direct = _output_route(M, N, swap, out, step)
     kernel = _kernel_for(a.dtype, b.dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, modes[0], modes[1],
                          None if vectors[2] is None else vectors[2].dtype, swap, read_once(M, N, schedule),
                          c_transposed=transposed)
