@@ -96,6 +96,8 @@ def test_blockscaled_validation_names_the_argument():
     (False, "column", 24, 64, (False, False)),
     (True, "fresh", 64, 24, (True, True)),         # Cᵀ's tiles stored transposed into a fresh C [24, 64]
     (True, "fresh", 60, 24, (True, False)),
+    (True, "fresh", 1, 24, (False, True)),         # a fresh C [24, 1]: its transpose is one dense row
+    (True, "fresh", 1, 20, (True, False)),
     (True, "row", 64, 24, (True, True)),
     (True, "column", 64, 24, (False, True)),       # out.T is Cᵀ, row-major: the plain store
     (True, "strided", 64, 24, (True, False)),

@@ -396,14 +396,16 @@ def _plain_launch(entry, shape, out_dtype, device):
 def _output_route(M, N, swap, out, step):
     """(transposed, direct) for the kernel's problem [M, N] (under swap-AB Cᵀ, ``out`` [N, M]
     or None for a fresh row-major one): a swap-AB kernel stores its tiles transposed into C
-    unless ``out.T`` is itself a TMA target; C is written directly when the buffer it writes
-    is dense, 16-byte aligned and has rows of a multiple of ``step`` elements (16 bytes,
-    cuTensorMapEncodeTiled), else through a temporary."""
+    unless ``out.T`` is itself a TMA target (a column-major ``out``, or a fresh one of one
+    column, whose transpose is one dense row); C is written directly when the buffer it
+    writes is dense, 16-byte aligned and has rows of a multiple of ``step`` elements (16
+    bytes, cuTensorMapEncodeTiled), else through a temporary."""
     def tma_target(t, cols):  # None: a fresh dense allocation
         return cols % step == 0 and (t is None or (t.is_contiguous() and t.data_ptr() % _TMA_ALIGN == 0))
 
-    transposed = swap and not (out is not None and tma_target(out.t(), N))
-    direct = tma_target(out, M) if transposed else tma_target(out.t() if swap else out, N)
+    plain_target = None if out is None else out.t() if swap else out
+    transposed = swap and not (tma_target(plain_target, N) and (out is not None or M == 1))
+    direct = tma_target(out, M) if transposed else tma_target(plain_target, N)
     return transposed, direct
 
 
