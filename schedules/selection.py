@@ -23,9 +23,9 @@ The model, per SM and per clock, after an H100 SXM (only the ranking matters):
              and a ragged last wave leave bandwidth unused. Under Stream-K the tiles of another
              tile row (column) read B (A) again at another time: from HBM where that operand is
              larger than L2_BYTES (``_streamk_rereads``).
-  time     = max(t_sm, t_hbm), + TRANSPOSE_CLK and a pass over C for swap-AB with M > 1 (the
-             cost of the second kernel that once transposed Cᵀ into C; kept as a calibration
-             since the kernel stores Cᵀ's tiles transposed into C itself, see TRANSPOSE_CLK).
+  time     = max(t_sm, t_hbm), + SWAP_AB_CHARGE_CLK and a pass over C for swap-AB with M > 1
+             (the cost of the second kernel that once transposed Cᵀ into C; kept as a
+             calibration since the kernel stores Cᵀ's tiles transposed into C itself).
 
 ITER_CLK and LOAD_LATENCY_CLK were fitted on an H100 to the dense TileLang kernel at M = 16..128
 (benchmarks/results/small_m_dense.md): without them every tile sat on the HBM floor and the
@@ -82,7 +82,7 @@ STAGES_TOLERANCE = 1.01  # stages beyond MAX_STAGES must gain more than this (de
 #: into C; the TileLang kernel now stores Cᵀ's tiles transposed into C itself. Without the charge
 #: 30 of the H100 A/B grid's picks moved (M = 8..32) at 1.01x geomean, losing up to 26% where a pick
 #: turned to Stream-K at K <= 2048 (benchmarks/results/small_m_dense.md, section 7), so it stays.
-TRANSPOSE_CLK = 4000
+SWAP_AB_CHARGE_CLK = 4000
 #: For 1 < M <= this, candidates tied on the HBM floor go to the fewest weight rows in flight (busy
 #: programs x the tile's rows of the weights): on the H100, 128x64 against 64x128 or 128x128 and
 #: 64x64 against 64x128 measured 1.01-1.31x on 21 of 22 shapes at M = 8..128, 0.94x on one
@@ -219,8 +219,8 @@ def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[s
         hbm_bytes += _streamk_rereads(rows, cols, K, bm, bn, in_bytes, streamed / tiles)
     hbm_clk = hbm_bytes / HBM_BYTES_PER_CLK / efficiency
     if s.is_swap_ab and cols > 1:
-        transpose = TRANSPOSE_CLK + 2 * rows * cols * out_bytes / HBM_BYTES_PER_CLK
-        sm_clk, hbm_clk = sm_clk + transpose, hbm_clk + transpose
+        charge = SWAP_AB_CHARGE_CLK + 2 * rows * cols * out_bytes / HBM_BYTES_PER_CLK
+        sm_clk, hbm_clk = sm_clk + charge, hbm_clk + charge
     to_us = 1.0 / (CLOCK_GHZ * 1e3)
     return Candidate(
         schedule=s, mode=mode, time_us=max(sm_clk, hbm_clk) * to_us, sm_us=sm_clk * to_us, hbm_us=hbm_clk * to_us,

@@ -15,7 +15,7 @@ from tlgemm.schedules import (
     work,
 )
 from tlgemm.schedules.selection import (CLOCK_GHZ, L2_BYTES, MAX_LATENCY_STAGES, MAX_STAGES, OTHER_WIDTH_MARGIN,
-                                        TRANSPOSE_CLK, WEIGHT_STREAM_MAX_M, _streamk_rereads)
+                                        SWAP_AB_CHARGE_CLK, WEIGHT_STREAM_MAX_M, _streamk_rereads)
 
 H100_SMS = 132
 H100_SMEM = 227 * 1024  # max dynamic shared memory per block on sm_90
@@ -128,14 +128,14 @@ def test_a_width_no_power_of_two_must_win_across_the_bucket():
         select(64, 2112, 7168, "fp8", H100_SMS, H100_SMEM, m_min=65)
 
 
-def test_swap_ab_pays_the_transpose_above_one_token():
-    # With M > 1 a swap-AB launch writes Cᵀ to a buffer and transposes it into C (a second kernel).
+def test_swap_ab_pays_its_charge_above_one_token():
+    # With M > 1 a swap-AB candidate is charged SWAP_AB_CHARGE_CLK and a pass over C (selection.py says why).
     one = {c.schedule: c.time_us for c in select(1, 4096, 7168, "bf16", H100_SMS, H100_SMEM, explain=True).candidates}
     two = select(2, 4096, 7168, "bf16", H100_SMS, H100_SMEM, explain=True).candidates
     swapped = [c for c in two if c.schedule.is_swap_ab and c.schedule in one]
     assert swapped
     for c in swapped:
-        assert c.time_us >= one[c.schedule] + TRANSPOSE_CLK / (CLOCK_GHZ * 1e3)
+        assert c.time_us >= one[c.schedule] + SWAP_AB_CHARGE_CLK / (CLOCK_GHZ * 1e3)
 
 
 def test_streamk_pays_for_rereading_an_operand_larger_than_l2():
