@@ -48,7 +48,7 @@ from tlgemm._checks import SCALE_BLOCK
 from tlgemm.api import runs_schedule
 from tlgemm.schedules import Schedule, select
 from tlgemm.quantize import dequantize_fp8_blockwise, quantize_fp8_blockwise
-from tlgemm.testing import assert_gemm_close, reference_gemm
+from tlgemm.testing import assert_gemm_close, poison_allocator, reference_gemm
 
 FORMAT = "tlgemm-bench/1"
 
@@ -733,19 +733,13 @@ def _synchronize_or_abort(what: str) -> None:
         raise CudaContextLost(f"after {what}: {type(err).__name__}: {err}") from err
 
 
-def _poison_allocator(shape, dtype, device) -> None:
-    """Leave a NaN-filled block of C's size at the top of the caching allocator's free list,
-    so an implementation that allocates its own output gets poisoned memory."""
-    torch.full(shape, float("nan"), dtype=dtype, device=device)
-
-
 def check(fn: Callable[[Inputs], torch.Tensor], inp: Inputs, ref: torch.Tensor, dtype: torch.dtype,
           what: str) -> float:
     """Run fn once on a NaN-poisoned output and compare with the reference; returns the
     relative error, raises AssertionError when the result is wrong or not fully written."""
     inp.out.fill_(float("nan"))
     if inp.out.is_cuda:
-        _poison_allocator(inp.out.shape, inp.out.dtype, inp.out.device)
+        poison_allocator(inp.out.shape, inp.out.dtype, inp.out.device)
     result = fn(inp)
     if result.is_cuda:
         torch.cuda.synchronize()

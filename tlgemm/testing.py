@@ -136,6 +136,13 @@ def poisoned(shape, dtype: torch.dtype, device) -> torch.Tensor:
     return t
 
 
+def poison_allocator(shape, dtype: torch.dtype, device) -> None:
+    """Leave a poisoned block of ``shape`` at the top of the caching allocator's free list, so
+    that an implementation allocating its own output of that shape next gets poisoned memory
+    (the allocator hands a freed block of the same size back first)."""
+    poisoned(shape, dtype, device)
+
+
 def random_operand(shape, dtype: torch.dtype, *, generator: torch.Generator | None = None,
                    device="cpu") -> torch.Tensor:
     """Random GEMM input: normal values (scaled into range for fp8), or integers for int8."""

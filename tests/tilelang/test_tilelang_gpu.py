@@ -8,7 +8,7 @@ import torch
 import tlgemm.tilelang as TL
 from tlgemm.schedules import Schedule, work
 from tlgemm.tilelang.launch import shared_memory_bytes
-from tlgemm.testing import assert_gemm_close, poisoned, random_operand, reference_gemm
+from tlgemm.testing import assert_gemm_close, poison_allocator, poisoned, random_operand, reference_gemm
 
 pytestmark = pytest.mark.gpu
 
@@ -173,7 +173,7 @@ def test_swap_ab(generator, schedule, M, N, dtype, out_layout):
               scale_b=torch.rand(N, generator=generator).to(DEV) + 0.5,
               bias=torch.randn(N, generator=generator).to(DEV, torch.bfloat16))
     if out_layout == "fresh":
-        torch.full((M, N + 8), float("nan"), dtype=torch.bfloat16, device=DEV)  # a poisoned block for the allocator
+        poison_allocator((M, N), torch.bfloat16, DEV)
         out = TL.matmul(a, b, s, out_dtype=torch.bfloat16, **kw)
     else:
         out = poisoned((M, N), torch.bfloat16, DEV) if out_layout == "row" else poisoned((N, M), torch.bfloat16, DEV).T

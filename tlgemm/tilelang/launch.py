@@ -534,9 +534,9 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
 def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K", b_major="K", scale_a=None,
                   scale_b=None, bias=False, emit="cuda", num_sms=132, batched=False):
     """The kernel that ``matmul`` (``bmm`` with ``batched``) would run for this configuration
-    with a fresh output (under swap-AB: C's tiles stored transposed), as TileLang TIR
-    (``emit="tir"``) or CUDA source for sm_90a (``emit="cuda"``); needs no GPU. Dtypes are
-    torch dtypes; ``bias`` True adds a bias of ``out_dtype``."""
+    with a fresh output (``_output_route``: under swap-AB, C's tiles stored transposed), as
+    TileLang TIR (``emit="tir"``) or CUDA source for sm_90a (``emit="cuda"``); needs no GPU.
+    Dtypes are torch dtypes; ``bias`` True adds a bias of ``out_dtype``."""
     for name, value in (("M", M), ("N", N), ("K", K)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
@@ -550,8 +550,10 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
         num_sms = schedule.num_sms
     spec = make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, a_major=a_major, b_major=b_major,
                      scale_a=scale_a, scale_b=scale_b, bias_dtype=out_dtype if bias else None)
-    a_once, b_once = read_once(*((N, M) if schedule.is_swap_ab else (M, N)), schedule.swap_ab(False))
-    spec = dataclasses.replace(spec, a_read_once=a_once, b_read_once=b_once, c_transposed=schedule.is_swap_ab)
+    rows, cols = (N, M) if schedule.is_swap_ab else (M, N)
+    a_once, b_once = read_once(rows, cols, schedule.swap_ab(False))
+    transposed, _ = _output_route(rows, cols, schedule.is_swap_ab, None, _TMA_ALIGN // out_dtype.itemsize)
+    spec = dataclasses.replace(spec, a_read_once=a_once, b_read_once=b_once, c_transposed=transposed)
     if batched:
         _check_bmm_schedule(schedule)
         spec = dataclasses.replace(spec, batched=True)
