@@ -1,13 +1,15 @@
 """select()'s dense TileLang schedules against those of a reference revision of the model, one run.
 
     python benchmarks/selection_ab.py --reference MODULE [--out PATH] [--rounds N] [--calls N]
+        [--tokens M,M,..] [--weights N:K,N:K,..]
 
 MODULE is an importable copy of an earlier ``schedules/selection.py`` (for example
 ``tlgemm.schedules._reference_selection``, a file placed there for the run). For bf16 and fp8
-(e4m3 in, bf16 out), C = A · Wᵀ with K-major operands, on LLM weight shapes and token counts M
-from 1 to 4096, the schedule the library picks (``tlgemm.explain``: select() on M's bucket, the
-first candidate the TileLang matmul runs) is compared with the reference model's pick under the
-same rule; only shapes where the two differ are run. Each kernel, cuBLAS (torch.matmul /
+(e4m3 in, bf16 out), C = A · Wᵀ with K-major operands, on weight shapes N x K (``--weights``,
+default the LLM weights below) and token counts M (``--tokens``, default 1 to 4096), the
+schedule the library picks (``tlgemm.explain``: select() on M's bucket with its m_min, the first
+candidate the TileLang matmul runs) is compared with the reference model's pick under the same
+rule; only shapes where the two differ are run. Each kernel, cuBLAS (torch.matmul /
 torch._scaled_mm with unit scales) included, is checked first against the float64 product of the
 same inputs on a NaN-poisoned output (tlgemm.testing.assert_gemm_close; a wrong one stops the run),
 then timed in ``--rounds`` interleaved rounds by kernel time (tlgemm.bench.kernel_time_us: median of
@@ -35,7 +37,8 @@ def picks(reference, M, N, K, dtype, sms, smem):
     w = torch.empty(N, K, device="meta", dtype=dtype)
     ours = tlgemm.explain(a, w.t(), backend="tilelang", out_dtype=torch.bfloat16).schedule
     name = str(dtype).removeprefix("torch.")
-    sel = reference.select(shape_bucket(M, N, K)[0], N, K, (name, name, "bfloat16"), sms, smem, explain=True)
+    bucket = shape_bucket(M, N, K)[0]
+    sel = reference.select(bucket, N, K, (name, name, "bfloat16"), sms, smem, explain=True, m_min=bucket // 2 + 1)
     theirs = next(c.schedule for c in sel.candidates if runs_schedule("tilelang", "matmul", c.schedule))
     return {"select": ours, "reference": theirs}
 
@@ -47,13 +50,15 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--tokens", default=",".join(map(str, TOKENS)))
+    parser.add_argument("--weights", default=",".join(f"{n}:{k}" for n, k in WEIGHTS),
+                        help="comma-separated N:K weight shapes (default: WEIGHTS)")
     args = parser.parse_args()
     reference = importlib.import_module(args.reference)
     props = torch.cuda.get_device_properties(0)
     sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
     work = []
     for name, dtype in DTYPES.items():
-        for N, K in WEIGHTS:
+        for N, K in (tuple(map(int, w.split(":"))) for w in args.weights.split(",")):
             for M in map(int, args.tokens.split(",")):
                 variants = picks(reference, M, N, K, dtype, sms, smem)
                 if variants["select"] != variants["reference"]:

@@ -47,9 +47,10 @@ candidate with the fewest weight rows in flight for 1 < M <= WEIGHT_STREAM_MAX_M
 times the tile's rows of the larger operand: fewer streams from HBM at once run closer to its
 bandwidth), then the most slack (the lowest t_sm, when several sit on the HBM floor), then to the
 simpler decomposition, then to less wasted work in edge tiles, then to larger tiles; a width
-that is no power of two ranks as if OTHER_WIDTH_MARGIN slower, and with ``m_min`` (a schedule
-serving an M bucket) stays ahead of the best power of two only if it wins by that margin across
-the bucket (``_serving_the_bucket``).
+that is no power of two ranks as if its ``width_margin`` slower (1 for 192 above
+WEIGHT_STREAM_MAX_M, OTHER_WIDTH_MARGIN for the others, STREAMING_WIDTH_MARGIN up to it), and
+with ``m_min`` (a schedule serving an M bucket) stays ahead of the best power of two only if it
+wins by that margin across the bucket (``_serving_the_bucket``).
 """
 
 from __future__ import annotations
@@ -97,7 +98,9 @@ MAX_SPLIT_K = 16
 BLOCK_M_CHOICES = (64, 128, 256)
 BLOCK_N_CHOICES = (16, 32, 64, 128, 256)
 OTHER_BLOCK_N = (144, 160, 176, 192, 208, 224, 240)  # widths that are no power of two (TileLang's matmul only)
-OTHER_WIDTH_MARGIN = 1.15  # such a width must beat every power of two by 15% in the model
+OTHER_WIDTH_MARGIN = 1.05  # above WEIGHT_STREAM_MAX_M: a width no multiple of FULL_WIDTH_STEP ranks 5% slower
+FULL_WIDTH_STEP = 64  # there 192 = 3·64 ranks as a power of two does (``width_margin``)
+STREAMING_WIDTH_MARGIN = 1.15  # up to WEIGHT_STREAM_MAX_M: every width that is no power of two ranks 15% slower
 OTHER_WIDTH_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")  # measured: bf16 and e4m3
 BUCKET_SAMPLES = 8  # values of M at which a width that is no power of two must win across a bucket
 MODES = ("data-parallel", "split-K", "Stream-K")  # in order of preference at equal time
@@ -243,10 +246,25 @@ def _decompositions(base: Schedule, tiles: int, iters: int, num_sms: int) -> lis
     return options
 
 
+def width_margin(s: Schedule, M: int) -> float:
+    """The factor a candidate's modelled time is ranked by (H100 measurements,
+    benchmarks/results/dense_block_n.md, sections 5 and 6): 1 for a power of two. Above
+    WEIGHT_STREAM_MAX_M also 1 for 192, where 128x192 ran at 1.26-1.33x its tensor-core time per
+    K-iteration, as 128x256 (1.21-1.30x), while the model's operand-feed term charges it 11% more;
+    OTHER_WIDTH_MARGIN for 144 .. 240 otherwise, which ran within a few percent of the model (fp8
+    208 and 240 up to 2% slower). Up to WEIGHT_STREAM_MAX_M, where the tiles stream the weights,
+    STREAMING_WIDTH_MARGIN: 64x192 and 64x224 lost 4-13% to the powers of two there."""
+    if s.has_pow2_block_n:
+        return 1.0
+    if M <= WEIGHT_STREAM_MAX_M:
+        return STREAMING_WIDTH_MARGIN
+    return 1.0 if s.block_n % FULL_WIDTH_STEP == 0 else OTHER_WIDTH_MARGIN
+
+
 def _serving_the_bucket(scored: list[Candidate], m_min: int, M: int, N: int, K: int, types, num_sms: int,
                         notes: list[str]) -> list[Candidate]:
     """Re-rank the widths that are no power of two ranked above the best power of two: one stays
-    ahead only if it is OTHER_WIDTH_MARGIN faster at every sampled M of [m_min, M] (the bucket the
+    ahead only if it is its ``width_margin`` faster at every sampled M of [m_min, M] (the bucket the
     schedule serves; wave quantisation moves with M: measured on the H100, 128x176 at N = 2112
     1.26-1.28x 128x256 at M = 4096 but 0.86-0.88x at M = 3000); the others follow it."""
     pow2 = next((c for c in scored if c.schedule.has_pow2_block_n), None)
@@ -258,10 +276,10 @@ def _serving_the_bucket(scored: list[Candidate], m_min: int, M: int, N: int, K: 
     def time_at(c: Candidate, m: int) -> float:
         return _score(c.schedule, c.mode, m, N, K, types, num_sms, c.smem).time_us
 
-    kept = [c for c in ahead if all(time_at(pow2, m) >= OTHER_WIDTH_MARGIN * time_at(c, m) for m in samples)]
+    kept = [c for c in ahead if all(time_at(pow2, m) >= width_margin(c.schedule, M) * time_at(c, m) for m in samples)]
     if len(kept) < len(ahead):
         notes.append(f"{len(ahead) - len(kept)} width(s) that are no power of two ranked after "
-                     f"block_n={pow2.schedule.block_n}: not {OTHER_WIDTH_MARGIN:.2f}x faster at every M in "
+                     f"block_n={pow2.schedule.block_n}: not as fast (times their width margin) at every M in "
                      f"[{m_min}, {M}]")
     return kept + [pow2] + [c for c in ahead if c not in kept] + scored[len(ahead) + 1:]
 
@@ -338,7 +356,7 @@ def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int
                             else (c.schedule.block_n, c.schedule.block_m))
         return c.busy * (min(along_n, N) if N >= M else min(along_m, M))
 
-    scored.sort(key=lambda c: (round(c.time_us * (1 if c.schedule.has_pow2_block_n else OTHER_WIDTH_MARGIN), 6),
+    scored.sort(key=lambda c: (round(c.time_us * width_margin(c.schedule, M), 6),
                                rows_in_flight(c), round(c.sm_us, 6), MODES.index(c.mode), round(c.edge_waste, 9),
                                -c.schedule.block_m * c.schedule.block_n, c.schedule.is_swap_ab))
     if m_min is not None and m_min < M:
