@@ -246,6 +246,38 @@ class Schedule:
             raise ValueError(f"Schedule.from_dict: unknown field(s) {unknown}")
         return cls(**data)
 
+    @classmethod
+    def parse(cls, text: str) -> Schedule:
+        """Inverse of ``str(schedule)`` (how benchmarks/results' JSONs record schedules)."""
+        if not isinstance(text, str):
+            raise ValueError(f"Schedule.parse needs a str, got {type(text).__name__}")
+        words = text.split()
+        try:
+            bm, bn, bk = (int(v) for v in words[0].split("x"))
+        except (IndexError, ValueError):
+            raise ValueError(f"Schedule.parse: {text!r} does not start with <block_m>x<block_n>x<block_k>") from None
+        fields: dict[str, Any] = {"block_m": bm, "block_n": bn, "block_k": bk}
+        keys = {"raster": ("raster", str), "g": ("group_size_m", int), "stages": ("num_stages", int),
+                "wg": ("num_warpgroups", int), "streamk": ("streamk_tiles", int), "splitk": ("split_k", int),
+                "cluster_m": ("cluster_m", int)}
+        for word in words[1:]:
+            key, _, value = word.partition("=")
+            if word == "swap_ab":
+                fields["is_swap_ab"] = True
+            elif word.startswith("persistent(") and word.endswith(")"):
+                sms = word[len("persistent("):-1]
+                fields["is_persistent"] = True
+                fields["num_sms"] = None if sms == "device" else int(sms)
+            elif key == "xcds" and "/chunk=" in value:
+                xcds, chunk = value.split("/chunk=")
+                fields["num_xcds"], fields["chunk_size"] = int(xcds), int(chunk)
+            elif key in keys and value:
+                name, kind = keys[key]
+                fields[name] = kind(value)
+            else:
+                raise ValueError(f"Schedule.parse: unknown word {word!r} in {text!r}")
+        return cls(**fields)
+
     def __str__(self) -> str:
         parts = [f"{self.block_m}x{self.block_n}x{self.block_k}", f"raster={self.raster}", f"g={self.group_size_m}",
                  f"stages={self.num_stages}", f"wg={self.num_warpgroups}"]

@@ -486,6 +486,27 @@ def test_run_script_help(monkeypatch, capsys):
     assert exc.value.code == 0 and capsys.readouterr().out.startswith("usage: python benchmarks/run.py")
 
 
+def test_model_backtest_scores_the_measured_schedules(monkeypatch, capsys, tmp_path):
+    """benchmarks/model_backtest.py: the model's first choice among a row's measured schedules
+    against the row's best, and the measured pairs it orders right."""
+    wide = Schedule(block_n=256, num_stages=4, num_warpgroups=2, is_persistent=True, num_sms=132)
+    thin = Schedule(block_m=64, block_n=16, num_stages=4, is_persistent=True, num_sms=132)
+    rows = [{"dtype": "bf16", "M": 4096, "N": 4096, "K": 4096, "schedules": {"a": str(wide), "b": str(thin)},
+             "tflops": {"a": 700.0, "b": 100.0, "cublas": 750.0}},
+            {"dtype": "fp8", "M": 4096, "N": 4096, "K": 4096, "schedules": {"a": str(wide), "b": str(thin)},
+             "tflops": {"a": 100.0, "b": 400.0}}]
+    path = tmp_path / "probe_h100.json"
+    path.write_text(json.dumps({"gpu": "NVIDIA H100 80GB HBM3", "rows": rows}))
+    (tmp_path / "other_h200.json").write_text(json.dumps({"gpu": "NVIDIA H200", "rows": rows}))
+    monkeypatch.setattr(sys, "argv", ["model_backtest.py", str(path), str(tmp_path / "other_h200.json")])
+    runpy.run_path(str(ROOT / "benchmarks" / "model_backtest.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    # the model takes 128x256 in both rows: right in the first (1.0), a quarter of the best in the second
+    assert out.startswith("2 measured rows from 1 files")
+    assert "chosen / best 0.5000 (geomean), pairs ordered right 1/2 (50.0%)" in out
+    assert "0.250  float8_e4m3fn 4096x4096x4096  chose 128x256x64" in out
+
+
 def test_list_needs_no_gpu(capsys):
     assert bench.main(["--list", "--sets", "square,ragged", "--dtypes", "bf16,fp8-block"]) == 0
     out = capsys.readouterr().out

@@ -72,6 +72,22 @@ def test_to_dict_roundtrip():
         Schedule.from_dict({**s.to_dict(), "warps": 4})
 
 
+def test_parse_inverts_str():
+    schedules = [Schedule(), Schedule(block_n=176, num_stages=5, num_warpgroups=2, is_persistent=True, num_sms=132),
+                 Schedule(block_n=256, is_persistent=True, streamk_tiles=92), Schedule(split_k=4),
+                 Schedule(block_m=64, block_n=16, is_swap_ab=True, is_persistent=True, num_sms=132, streamk_tiles=56),
+                 Schedule(raster="n", group_size_m=4).chiplet(8, 4),
+                 Schedule(block_n=256, num_warpgroups=2, is_persistent=True, cluster_m=2)]
+    for s in schedules:
+        assert Schedule.parse(str(s)) == s, str(s)
+    with pytest.raises(ValueError, match="does not start with"):
+        Schedule.parse("128 x 256")
+    with pytest.raises(ValueError, match="unknown word 'warps=4'"):
+        Schedule.parse("128x256x64 warps=4")
+    with pytest.raises(ValueError, match="block_n must be a multiple of 16"):
+        Schedule.parse("128x40x64")
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [

@@ -1,0 +1,96 @@
+"""select()'s cost model replayed on every measured schedule of benchmarks/results (CPU only).
+
+    python benchmarks/model_backtest.py [--models MODULE ...] [--worst N] [JSON ...]
+
+The A/B and probe scripts (selection_ab.py, small_m_dense.py, schedule_variants.measure) record, per
+shape, each timed schedule as ``str(schedule)`` beside its TFLOP/s (kernel time, every kernel checked
+against float64 first). For every such row of an H100 JSON (default: all of benchmarks/results) this
+scores each measured schedule with a model module's ``_score`` (the decomposition the schedule
+states; swap-AB as select() scores it) times its ``width_margin``, and reports per model:
+
+- chosen / best: the measured TFLOP/s of the schedule the model ranks first among those measured in
+  the row, over the row's best (geomean over rows, and the worst rows);
+- pairs: the share of measured pairs more than 5% apart that the model orders the same way.
+
+A model is a module with select()'s ``_score`` (e.g. ``tlgemm.schedules.selection``, or an edited copy
+placed next to it); rows measured on older kernels keep their old timings, so read changes of a few
+rows, not the last digit.
+"""
+import argparse
+import glob
+import importlib
+import itertools
+import json
+import math
+import os
+
+from tlgemm.schedules import Schedule
+from tlgemm.schedules.dtypes import gemm_dtypes
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}
+SMS = 132  # the H100 SXM's SMs, which every default JSON was measured on
+APART = 1.05  # pairs closer than this are not counted
+
+
+def measured_rows(paths):
+    """(file, dtype, M, N, K, [(Schedule, TFLOP/s), ...]) for each row with two or more schedules."""
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        if not isinstance(data, dict) or "H100" not in str(data.get("gpu", "")):
+            continue
+        for row in data.get("rows", []):
+            dtype = DTYPES.get(row.get("dtype"))
+            if dtype is None or not isinstance(row.get("schedules"), dict):
+                continue
+            cells = {text: (Schedule.parse(text), row["tflops"][label])
+                     for label, text in row["schedules"].items() if label in row.get("tflops", {})}
+            if len(cells) >= 2:
+                rows.append((os.path.basename(path), dtype, row["M"], row["N"], row["K"], list(cells.values())))
+    return rows
+
+
+def modelled_us(model, s: Schedule, M: int, N: int, K: int, dtype: str) -> float:
+    mode = "Stream-K" if s.streamk_tiles else "split-K" if s.split_k > 1 else "data-parallel"
+    rows, cols = (N, M) if s.is_swap_ab else (M, N)
+    c = model._score(s, mode, rows, cols, K, gemm_dtypes((dtype, dtype, "bfloat16")), SMS, 0)
+    return c.time_us * (model.width_margin(s, M) if hasattr(model, "width_margin") else 1.0)
+
+
+def evaluate(model, rows):
+    """(geomean chosen / best, [(chosen / best, row, chosen schedule), ...] worst first, right pairs, pairs)."""
+    ratios, right, pairs = [], 0, 0
+    for row in rows:
+        _, dtype, M, N, K, cells = row
+        times = [modelled_us(model, s, M, N, K, dtype) for s, _ in cells]
+        tflops = [t for _, t in cells]
+        chosen = min(range(len(cells)), key=times.__getitem__)
+        ratios.append((tflops[chosen] / max(tflops), row, cells[chosen][0]))
+        for i, j in itertools.combinations(range(len(cells)), 2):
+            if max(tflops[i], tflops[j]) > APART * min(tflops[i], tflops[j]):
+                pairs += 1
+                right += (tflops[i] > tflops[j]) == (times[i] < times[j])
+    geomean = math.exp(sum(math.log(r) for r, _, _ in ratios) / len(ratios))
+    return geomean, sorted(ratios, key=lambda x: x[0]), right, pairs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("json", nargs="*", help="result JSONs (default: every one in benchmarks/results)")
+    parser.add_argument("--models", nargs="+", default=["tlgemm.schedules.selection"], help="model modules")
+    parser.add_argument("--worst", type=int, default=10, help="rows listed per model (default 10)")
+    args = parser.parse_args()
+    rows = measured_rows(args.json or sorted(glob.glob(os.path.join(RESULTS, "*.json"))))
+    print(f"{len(rows)} measured rows from {len({r[0] for r in rows})} files")
+    for name in args.models:
+        geomean, ratios, right, pairs = evaluate(importlib.import_module(name), rows)
+        print(f"\n{name}: chosen / best {geomean:.4f} (geomean), pairs ordered right {right}/{pairs} "
+              f"({right / pairs:.1%})")
+        for ratio, (path, dtype, M, N, K, _), s in ratios[:args.worst]:
+            print(f"  {ratio:.3f}  {dtype} {M}x{N}x{K}  chose {s}  ({path})")
+
+
+if __name__ == "__main__":
+    main()
