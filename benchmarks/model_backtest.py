@@ -5,15 +5,15 @@
 The A/B and probe scripts (selection_ab.py, small_m_dense.py, schedule_variants.measure) record, per
 shape, each timed schedule as ``str(schedule)`` beside its TFLOP/s (kernel time, every kernel checked
 against float64 first). For every such row of an H100 JSON (default: all of benchmarks/results) this
-scores each measured schedule with a model module's ``_score`` (the decomposition the schedule
-states; swap-AB as select() scores it) times its ``width_margin``, and reports per model:
+ranks each measured schedule as a model module's select() would (``_score`` with the decomposition the
+schedule states, swap-AB scored as select() scores it, then ``rank_key``), and reports per model:
 
 - chosen / best: the measured TFLOP/s of the schedule the model ranks first among those measured in
   the row, over the row's best (geomean over rows, and the worst rows);
 - pairs: the share of measured pairs more than 5% apart that the model orders the same way.
 
-A model is a module with select()'s ``_score`` (e.g. ``tlgemm.schedules.selection``, or an edited copy
-placed next to it); rows measured on older kernels keep their old timings, so read changes of a few
+A model is a module with select()'s ``_score`` and ``rank_key`` (e.g. ``tlgemm.schedules.selection``, or
+an edited copy placed next to it); rows measured on older kernels keep their old timings, so read changes of a few
 rows, not the last digit.
 """
 import argparse
@@ -52,11 +52,12 @@ def measured_rows(paths):
     return rows
 
 
-def modelled_us(model, s: Schedule, M: int, N: int, K: int, dtype: str) -> float:
+def rank(model, s: Schedule, M: int, N: int, K: int, dtype: str) -> tuple:
+    """The model's ranking key of schedule s for C[M, N] (select()'s ``rank_key``: modelled time
+    times the width margin, then its tie-breaks)."""
     mode = "Stream-K" if s.streamk_tiles else "split-K" if s.split_k > 1 else "data-parallel"
     rows, cols = (N, M) if s.is_swap_ab else (M, N)
-    c = model._score(s, mode, rows, cols, K, gemm_dtypes((dtype, dtype, "bfloat16")), SMS, 0)
-    return c.time_us * (model.width_margin(s, M) if hasattr(model, "width_margin") else 1.0)
+    return model.rank_key(model._score(s, mode, rows, cols, K, gemm_dtypes((dtype, dtype, "bfloat16")), SMS, 0), M, N)
 
 
 def evaluate(model, rows):
@@ -64,14 +65,14 @@ def evaluate(model, rows):
     ratios, right, pairs = [], 0, 0
     for row in rows:
         _, dtype, M, N, K, cells = row
-        times = [modelled_us(model, s, M, N, K, dtype) for s, _ in cells]
+        keys = [rank(model, s, M, N, K, dtype) for s, _ in cells]
         tflops = [t for _, t in cells]
-        chosen = min(range(len(cells)), key=times.__getitem__)
+        chosen = min(range(len(cells)), key=keys.__getitem__)
         ratios.append((tflops[chosen] / max(tflops), row, cells[chosen][0]))
         for i, j in itertools.combinations(range(len(cells)), 2):
             if max(tflops[i], tflops[j]) > APART * min(tflops[i], tflops[j]):
                 pairs += 1
-                right += (tflops[i] > tflops[j]) == (times[i] < times[j])
+                right += (tflops[i] > tflops[j]) == (keys[i] < keys[j])
     geomean = math.exp(sum(math.log(r) for r, _, _ in ratios) / len(ratios))
     return geomean, sorted(ratios, key=lambda x: x[0]), right, pairs
 

@@ -261,6 +261,23 @@ def width_margin(s: Schedule, M: int) -> float:
     return 1.0 if s.block_n % FULL_WIDTH_STEP == 0 else OTHER_WIDTH_MARGIN
 
 
+def _rows_in_flight(c: Candidate, M: int, N: int) -> int:
+    """Rows of the larger operand the busy programs stream at once, where 1 < M <= WEIGHT_STREAM_MAX_M
+    (a swap-AB tile runs block_m over N and block_n over M)."""
+    if not 1 < M <= WEIGHT_STREAM_MAX_M:
+        return 0
+    along_n, along_m = ((c.schedule.block_m, c.schedule.block_n) if c.schedule.is_swap_ab
+                        else (c.schedule.block_n, c.schedule.block_m))
+    return c.busy * (min(along_n, N) if N >= M else min(along_m, M))
+
+
+def rank_key(c: Candidate, M: int, N: int) -> tuple:
+    """select()'s order of candidates for C[M, N] (the module docstring's ties, in order)."""
+    return (round(c.time_us * width_margin(c.schedule, M), 6), _rows_in_flight(c, M, N), round(c.sm_us, 6),
+            MODES.index(c.mode), round(c.edge_waste, 9), -c.schedule.block_m * c.schedule.block_n,
+            c.schedule.is_swap_ab)
+
+
 def _serving_the_bucket(scored: list[Candidate], m_min: int, M: int, N: int, K: int, types, num_sms: int,
                         notes: list[str]) -> list[Candidate]:
     """Re-rank the widths that are no power of two ranked above the best power of two: one stays
@@ -347,18 +364,7 @@ def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int
                      "split-K and Stream-K over all tiles considered")
     if ragged:
         notes.append(f"tile shapes with a partial last wave ({len(ragged)}): Stream-K over the remainder considered")
-    def rows_in_flight(c: Candidate) -> int:
-        """Rows of the larger operand the busy programs stream at once, where 1 < M <= WEIGHT_STREAM_MAX_M
-        (a swap-AB tile runs block_m over N and block_n over M)."""
-        if not 1 < M <= WEIGHT_STREAM_MAX_M:
-            return 0
-        along_n, along_m = ((c.schedule.block_m, c.schedule.block_n) if c.schedule.is_swap_ab
-                            else (c.schedule.block_n, c.schedule.block_m))
-        return c.busy * (min(along_n, N) if N >= M else min(along_m, M))
-
-    scored.sort(key=lambda c: (round(c.time_us * width_margin(c.schedule, M), 6),
-                               rows_in_flight(c), round(c.sm_us, 6), MODES.index(c.mode), round(c.edge_waste, 9),
-                               -c.schedule.block_m * c.schedule.block_n, c.schedule.is_swap_ab))
+    scored.sort(key=lambda c: rank_key(c, M, N))
     if m_min is not None and m_min < M:
         scored = _serving_the_bucket(scored, m_min, M, N, K, types, num_sms, notes)
     if not explain:
