@@ -24,11 +24,11 @@ import json
 import math
 import os
 
+from core_speed import DTYPES
 from tlgemm.schedules import Schedule
 from tlgemm.schedules.dtypes import gemm_dtypes
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}
 SMS = 132  # the H100 SXM's SMs, which every default JSON was measured on
 APART = 1.05  # pairs closer than this are not counted
 
@@ -42,9 +42,9 @@ def measured_rows(paths):
         if not isinstance(data, dict) or "H100" not in str(data.get("gpu", "")):
             continue
         for row in data.get("rows", []):
-            dtype = DTYPES.get(row.get("dtype"))
-            if dtype is None or not isinstance(row.get("schedules"), dict):
-                continue
+            if row.get("dtype") not in DTYPES or not isinstance(row.get("schedules"), dict):
+                continue  # rows of other kinds (block-scaled, pipeline probes) or without schedules
+            dtype = str(DTYPES[row["dtype"]]).removeprefix("torch.")  # the writers' labels (schedule_variants)
             cells = {text: (Schedule.parse(text), row["tflops"][label])
                      for label, text in row["schedules"].items() if label in row.get("tflops", {})}
             if len(cells) >= 2:

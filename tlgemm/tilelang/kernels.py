@@ -74,10 +74,8 @@ class KernelSpec:
         return self.has_scale or self.bias_storage is not None
 
     def context(self) -> GemmContext:
-        ctx = GemmContext(self.schedule, self.a_dtype, self.b_dtype, self.accum_dtype, self.out_storage,
-                          a_major=self.a_major, b_major=self.b_major)
-        ctx.store_transposed = self.c_transposed
-        return ctx
+        return GemmContext(self.schedule, self.a_dtype, self.b_dtype, self.accum_dtype, self.out_storage,
+                           a_major=self.a_major, b_major=self.b_major, store_transposed=self.c_transposed)
 
 
 def _operand_params(spec: KernelSpec, ctx: GemmContext, M, N, K, NC, batch):

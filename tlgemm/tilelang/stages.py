@@ -314,7 +314,7 @@ class GemmContext:
     """
 
     def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, accum_dtype: str, out_storage: str,
-                 *, a_major="K", b_major="K"):
+                 *, a_major="K", b_major="K", store_transposed=False):
         if not isinstance(schedule, Schedule):
             raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
         wgs = schedule.num_warpgroups
@@ -338,7 +338,7 @@ class GemmContext:
         self.store_chunk, self.store_buffers = store_staging(schedule.block_n)
         #: The tile is Cᵀ's and C is written transposed (``OutputView.store``), the staging
         #: chunks then [chunk, block_m]: a swap-AB kernel that stores into C itself.
-        self.store_transposed = False
+        self.store_transposed = store_transposed
         self.cluster_size = schedule.cluster_m
         self.producer_registers = PRODUCER_REGISTERS
 
@@ -732,9 +732,8 @@ class BlockScaledContext(GemmContext):
         if schedule.block_k != SCALE_BLOCK:
             raise ValueError(f"schedule: block_k must be {SCALE_BLOCK} (the scale block along K), "
                              f"got {schedule.block_k}")
-        super().__init__(schedule, a_dtype, b_dtype, "f32", out_storage)
+        super().__init__(schedule, a_dtype, b_dtype, "f32", out_storage, store_transposed=schedule.is_swap_ab)
         self.swap_ab = schedule.is_swap_ab
-        self.store_transposed = self.swap_ab
         self.row_width, self.col_width = self.scale_widths_of(schedule)
         self.temporaries, self.parts = self.fragments_of(schedule)
         self.part_n = self.block_n // self.parts
