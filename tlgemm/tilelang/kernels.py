@@ -283,6 +283,7 @@ def _walk_streamk(ctx: GemmContext, sched: ScheduleContext, tensorC, produce, co
     iters, lpid, consumers = sched.iters_per_tile, sched.pid, ctx.consumer_threads
     start, _, step = sched.persistent_tile_range(sched.full_tiles)
     begin, end = sched.iter_range()
+    segments = T.if_then_else(end > begin, (end - 1) // iters - begin // iters + 1, 0)
 
     @T.macro
     def _walk():
@@ -291,39 +292,37 @@ def _walk_streamk(ctx: GemmContext, sched: ScheduleContext, tensorC, produce, co
             ctx.set_registers(producer=True)
             for t in T.serial(sched.num_local_tiles(sched.full_tiles)):
                 produce(ctx.bind_tile(sched.get_tile_from_idx(start + t * step)), 0, iters)
-            for _ in T.serial(T.ceildiv(end - begin, iters) + 1):
-                if g < end:
-                    tile_id, k = sched.get_iter(g)
-                    seg_end = T.min(end, (tile_id + 1) * iters)
-                    produce(ctx.bind_tile(sched.get_tile_from_idx(tile_id)), k, k + seg_end - g)
-                    g = seg_end
+            for _ in T.serial(segments):
+                tile_id, k = sched.get_iter(g)
+                seg_end = T.min(end, (tile_id + 1) * iters)
+                produce(ctx.bind_tile(sched.get_tile_from_idx(tile_id)), k, k + seg_end - g)
+                g = seg_end
         else:
             ctx.set_registers(producer=False)
             for t in T.serial(sched.num_local_tiles(sched.full_tiles)):
                 tile = ctx.bind_tile(sched.get_tile_from_idx(start + t * step))
                 consume(tile, 0, iters)
                 tensorC.store(ctx, tile, **store)
-            for _ in T.serial(T.ceildiv(end - begin, iters) + 1):
-                if g < end:
-                    tile_id, k = sched.get_iter(g)
-                    seg_end = T.min(end, (tile_id + 1) * iters)
-                    tile = ctx.bind_tile(sched.get_tile_from_idx(tile_id))
-                    consume(tile, k, k + seg_end - g)
-                    last = sched.iter_owner((tile_id + 1) * iters - 1)
-                    if k != 0:
-                        T.copy(ctx.acc, partials[lpid, :, :])
-                        T.sync_threads(CONSUMER_BARRIER, consumers)
-                        if T.get_thread_binding() == 0:
-                            T.atomic_store(flags[lpid], 1, memory_order="release")
-                    else:
-                        if T.get_thread_binding() == 0:
-                            for c in T.serial(lpid + 1, last + 1):
-                                while T.atomic_load(flags[c], memory_order="acquire") == 0:
-                                    T.evaluate(0)
-                                T.atomic_store(flags[c], 0, memory_order="relaxed")
-                        T.sync_threads(CONSUMER_BARRIER, consumers)
-                        tensorC.store(ctx, tile, partials=(partials, lpid + 1, last + 1), **store)
-                    g = seg_end
+            for _ in T.serial(segments):
+                tile_id, k = sched.get_iter(g)
+                seg_end = T.min(end, (tile_id + 1) * iters)
+                tile = ctx.bind_tile(sched.get_tile_from_idx(tile_id))
+                consume(tile, k, k + seg_end - g)
+                last = sched.iter_owner((tile_id + 1) * iters - 1)
+                if k != 0:
+                    T.copy(ctx.acc, partials[lpid, :, :])
+                    T.sync_threads(CONSUMER_BARRIER, consumers)
+                    if T.get_thread_binding() == 0:
+                        T.atomic_store(flags[lpid], 1, memory_order="release")
+                else:
+                    if T.get_thread_binding() == 0:
+                        for c in T.serial(lpid + 1, last + 1):
+                            while T.atomic_load(flags[c], memory_order="acquire") == 0:
+                                T.evaluate(0)
+                            T.atomic_store(flags[c], 0, memory_order="relaxed")
+                    T.sync_threads(CONSUMER_BARRIER, consumers)
+                    tensorC.store(ctx, tile, partials=(partials, lpid + 1, last + 1), **store)
+                g = seg_end
             tensorC.drain(ctx)
 
     return _walk()
