@@ -19,15 +19,16 @@ from tlgemm.bench import kernel_time_us
 from tlgemm.testing import assert_gemm_close, reference_gemm
 
 
-def compile_ahead(shapes, workers=16):
-    """Compile every (dtype, M, N, K, {label: schedule}) item's kernels in a thread pool (nvcc
-    runs outside the GIL); the shape matters, as it decides which operand is read once."""
+def compile_ahead(shapes, workers=16, backend="tilelang"):
+    """Compile every (dtype, M, N, K, {label: schedule}) item's kernels for ``backend`` in a thread
+    pool (nvcc and ptxas run outside the GIL); the shape matters, as it decides which operand is
+    read once."""
     def warm(item):
         dtype, M, N, K, variants = item
         a = torch.zeros(M, K, device="cuda").to(dtype)
         w = torch.zeros(N, K, device="cuda").to(dtype)
         for s in variants.values():
-            tlgemm.matmul(a, w.t(), backend="tilelang", schedule=s, out_dtype=torch.bfloat16)
+            tlgemm.matmul(a, w.t(), backend=backend, schedule=s, out_dtype=torch.bfloat16)
 
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(warm, shapes))
@@ -45,16 +46,16 @@ def by_do_bench(rep_ms):
     return lambda fn: do_bench(fn, warmup=25, rep=rep_ms) * 1e-3
 
 
-def measure(name, dtype, M, N, K, variants, rounds, seconds):
+def measure(name, dtype, M, N, K, variants, rounds, seconds, backend="tilelang"):
     """{"tflops": median round per label, "rounds", "rel_err", "schedules"} for cuBLAS and each
-    labelled schedule on fresh random inputs; ``seconds(fn)`` times one call."""
+    labelled schedule (run by ``backend``) on fresh random inputs; ``seconds(fn)`` times one call."""
     a = torch.randn(M, K, device="cuda").to(dtype)
     w = torch.randn(N, K, device="cuda").to(dtype)
     ref = reference_gemm(a, w.t())
     c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
     kernels = {"cublas": cublas_call(a, w)}
     for label, s in variants.items():
-        kernels[label] = lambda s=s: tlgemm.matmul(a, w.t(), out=c, backend="tilelang", schedule=s)
+        kernels[label] = lambda s=s: tlgemm.matmul(a, w.t(), out=c, backend=backend, schedule=s)
     rel_errors = {}
     for label, fn in kernels.items():
         c.fill_(float("nan"))
@@ -71,14 +72,14 @@ def measure(name, dtype, M, N, K, variants, rounds, seconds):
             "tflops": {k: statistics.median(v) for k, v in times.items()}, "rounds": times, "rel_err": rel_errors}
 
 
-def measure_all(work, rounds, seconds, out_path, describe, **header):
+def measure_all(work, rounds, seconds, out_path, describe, backend="tilelang", **header):
     """Compile every (name, dtype, M, N, K, {label: schedule}) item's kernels, then ``measure``
     each, print ``describe(row)`` and rewrite ``out_path`` ({gpu, torch, **header, rows}) after
     every row, so that a run cut short keeps what it measured. Returns the rows."""
-    compile_ahead([item[1:] for item in work])
+    compile_ahead([item[1:] for item in work], backend=backend)
     rows = []
     for item in work:
-        rows.append(measure(*item, rounds, seconds))
+        rows.append(measure(*item, rounds, seconds, backend))
         print(describe(rows[-1]), flush=True)
         with open(out_path, "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, **header, "rows": rows}, f,

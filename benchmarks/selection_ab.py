@@ -1,14 +1,14 @@
-"""select()'s dense TileLang schedules against those of a reference revision of the model, one run.
+"""select()'s dense schedules against those of a reference revision of the model, one run.
 
-    python benchmarks/selection_ab.py --reference MODULE [--out PATH] [--rounds N] [--calls N]
-        [--tokens M,M,..] [--weights N:K,N:K,..]
+    python benchmarks/selection_ab.py --reference MODULE [--backend tilelang|triton] [--out PATH]
+        [--rounds N] [--calls N] [--tokens M,M,..] [--weights N:K,N:K,..]
 
 MODULE is an importable copy of an earlier ``schedules/selection.py`` (for example
 ``tlgemm.schedules._reference_selection``, a file placed there for the run). For bf16 and fp8
 (e4m3 in, bf16 out), C = A · Wᵀ with K-major operands, on weight shapes N x K (``--weights``,
 default the LLM weights below) and token counts M (``--tokens``, default 1 to 4096), the
 schedule the library picks (``tlgemm.explain``: select() on M's bucket with its m_min, the first
-candidate the TileLang matmul runs) is compared with the reference model's pick under the same
+candidate ``--backend``'s matmul runs) is compared with the reference model's pick under the same
 rule; only shapes where the two differ are run. Each kernel, cuBLAS (torch.matmul /
 torch._scaled_mm with unit scales) included, is checked first against the float64 product of the
 same inputs on a NaN-poisoned output (tlgemm.testing.assert_gemm_close; a wrong one stops the run),
@@ -31,15 +31,15 @@ WEIGHTS = ((4096, 7168), (7168, 16384), (7168, 2048), (2112, 7168), (24576, 1536
 TOKENS = (1, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 4096)
 
 
-def picks(reference, M, N, K, dtype, sms, smem):
+def picks(reference, M, N, K, dtype, sms, smem, backend):
     """{"select": the library's pick, "reference": the reference model's}."""
     a = torch.empty(M, K, device="meta", dtype=dtype)
     w = torch.empty(N, K, device="meta", dtype=dtype)
-    ours = tlgemm.explain(a, w.t(), backend="tilelang", out_dtype=torch.bfloat16).schedule
+    ours = tlgemm.explain(a, w.t(), backend=backend, out_dtype=torch.bfloat16).schedule
     name = str(dtype).removeprefix("torch.")
     bucket = shape_bucket(M, N, K)[0]
     sel = reference.select(bucket, N, K, (name, name, "bfloat16"), sms, smem, explain=True, m_min=bucket // 2 + 1)
-    theirs = next(c.schedule for c in sel.candidates if runs_schedule("tilelang", "matmul", c.schedule))
+    theirs = next(c.schedule for c in sel.candidates if runs_schedule(backend, "matmul", c.schedule))
     return {"select": ours, "reference": theirs}
 
 
@@ -47,6 +47,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reference", required=True, help="module path of the reference selection model")
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "selection_ab.json"))
+    parser.add_argument("--backend", choices=("tilelang", "triton"), default="tilelang")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--tokens", default=",".join(map(str, TOKENS)))
@@ -60,7 +61,7 @@ def main():
     for name, dtype in DTYPES.items():
         for N, K in (tuple(map(int, w.split(":"))) for w in args.weights.split(",")):
             for M in map(int, args.tokens.split(",")):
-                variants = picks(reference, M, N, K, dtype, sms, smem)
+                variants = picks(reference, M, N, K, dtype, sms, smem, args.backend)
                 if variants["select"] != variants["reference"]:
                     work.append((name, dtype, M, N, K, variants))
     print(f"{len(work)} shapes where the picks differ", flush=True)
@@ -71,7 +72,8 @@ def main():
                 f"{tflops['select'] / tflops['reference']:.3f}  select {tflops['select']:.1f} [{schedules['select']}]  "
                 f"reference {tflops['reference']:.1f} [{schedules['reference']}]  cublas {tflops['cublas']:.1f}")
 
-    measure_all(work, args.rounds, by_kernel_time(args.calls), args.out, describe, reference=args.reference)
+    measure_all(work, args.rounds, by_kernel_time(args.calls), args.out, describe, backend=args.backend,
+                reference=args.reference)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,10 @@ The model, per SM and per clock, after an H100 SXM (only the ranking matters):
              program's time (wave quantisation and idle SMs both lower it).
   t_hbm    = ((M·K + K·N)·bytes_in + M·N·bytes_out) / HBM bandwidth / eff: each SM streams
              about 1/S of the chip's bandwidth, in proportion to its K-iterations, so idle SMs
-             and a ragged last wave leave bandwidth unused. Under Stream-K the tiles of another
+             and a ragged last wave leave bandwidth unused. For 16 < M <= 128 tokens
+             (LATENCY_BOUND_MAX_M, WEIGHT_STREAM_MAX_M) instead bytes / 2.47 TB/s with no eff:
+             there a part of the SMs streaming the weights draws what all of them would
+             (measured). Under Stream-K the tiles of another
              tile row (column) read B (A) again at another time: from HBM where that operand is
              larger than L2_BYTES (``_streamk_rereads``).
   time     = max(t_sm, t_hbm), + SWAP_AB_CHARGE_CLK and a pass over C for swap-AB with M > 1
@@ -90,6 +93,14 @@ SWAP_AB_CHARGE_CLK = 4000
 #: (benchmarks/results/small_m_dense.md); at M = 256 and 1024 it measured 0.92-1.02x. M = 1 keeps
 #: its earlier picks (its A/B ran with swap-AB tiles counted by their token side).
 WEIGHT_STREAM_MAX_M = 128
+#: For LATENCY_BOUND_MAX_M < M <= WEIGHT_STREAM_MAX_M the HBM floor is the bytes at
+#: STREAMING_HBM_BYTES_PER_CLK (2.47 TB/s) whatever share of the SMs the schedule keeps busy;
+#: elsewhere it is the bytes at HBM_BYTES_PER_CLK over that share. On the H100 the 104 picks this
+#: moved at M = 24..128 measured 1.029x geomean, the 65 it would have moved at M = 1..16 0.96x (the
+#: programs there are bound by their loads in flight, so the chip's throughput follows the busy SMs;
+#: benchmarks/results/model_backtest.md, "The HBM term in two regimes").
+LATENCY_BOUND_MAX_M = 16
+STREAMING_HBM_BYTES_PER_CLK = 1350
 L2_BYTES = 50 * 2**20  # H100 SXM; an operand larger than this is re-read from HBM when read again later
 WGMMA_M = 64
 ACC_PER_WARPGROUP = 128 * 128  # fp32 accumulators a warpgroup holds (128 registers per thread)
@@ -220,9 +231,12 @@ def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[s
     hbm_bytes = (rows * K + K * cols) * in_bytes + rows * cols * out_bytes
     if mode == "Stream-K":
         hbm_bytes += _streamk_rereads(rows, cols, K, bm, bn, in_bytes, streamed / tiles)
-    hbm_clk = hbm_bytes / HBM_BYTES_PER_CLK / efficiency
+    tokens = cols if s.is_swap_ab else rows
+    streaming = LATENCY_BOUND_MAX_M < tokens <= WEIGHT_STREAM_MAX_M
+    bandwidth = STREAMING_HBM_BYTES_PER_CLK if streaming else HBM_BYTES_PER_CLK
+    hbm_clk = hbm_bytes / bandwidth if streaming else hbm_bytes / bandwidth / efficiency
     if s.is_swap_ab and cols > 1:
-        charge = SWAP_AB_CHARGE_CLK + 2 * rows * cols * out_bytes / HBM_BYTES_PER_CLK
+        charge = SWAP_AB_CHARGE_CLK + 2 * rows * cols * out_bytes / bandwidth
         sm_clk, hbm_clk = sm_clk + charge, hbm_clk + charge
     to_us = 1.0 / (CLOCK_GHZ * 1e3)
     return Candidate(

@@ -14,8 +14,8 @@ from tlgemm.schedules import (
     store_staging,
     work,
 )
-from tlgemm.schedules.selection import (CLOCK_GHZ, L2_BYTES, MAX_LATENCY_STAGES, MAX_STAGES, OTHER_WIDTH_MARGIN,
-                                        STREAMING_WIDTH_MARGIN, SWAP_AB_CHARGE_CLK, WEIGHT_STREAM_MAX_M,
+from tlgemm.schedules.selection import (CLOCK_GHZ, L2_BYTES, LATENCY_BOUND_MAX_M, MAX_LATENCY_STAGES, MAX_STAGES,
+                                        OTHER_WIDTH_MARGIN, STREAMING_WIDTH_MARGIN, SWAP_AB_CHARGE_CLK, WEIGHT_STREAM_MAX_M,
                                         _streamk_rereads, width_margin)
 
 H100_SMS = 132
@@ -52,8 +52,11 @@ def test_select_on_benchmark_shapes():
         # included) -- the model keeps a partial last wave where splitting it costs more in
         # fix-ups than it saves (measured on the H200: 4096x2112x7168 would split each Stream-K
         # tile 16 ways) -- and at most 5% once the problem alone has four waves of 128x256 tiles.
+        # Not where the tiles stream the weights above the latency-bound M: there the model takes
+        # a part of the SMs to draw the HBM bandwidth all of them would (measured on the H100).
         label = f"{M}x{N}x{K} {dtype}: {s} busy={busy} eff={efficiency:.2f}"
-        assert busy >= 0.8 * H100_SMS and efficiency >= 0.65, label
+        if not LATENCY_BOUND_MAX_M < M <= WEIGHT_STREAM_MAX_M:
+            assert busy >= 0.8 * H100_SMS and efficiency >= 0.65, label
         if M * N >= 4 * H100_SMS * 128 * 256:
             assert efficiency >= 0.95, label
         assert efficiency == pytest.approx(chosen.candidates[0].sm_efficiency)  # the model counts what work() does
