@@ -541,3 +541,20 @@ def test_blockscaled_weights_read_once_are_loaded_evict_first(M, hinted):
     loads = _tma_loads(lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS))
     assert sorted(desc for hint, desc in loads if hint == _EVICT_FIRST) == hinted, loads
     assert {desc for _, desc in loads} == {"A_desc", "B_desc", "SA_desc"}
+
+
+def test_a_pass_that_cannot_lower_the_kernel_is_a_schedule_error(monkeypatch):
+    """A TVMError from inside TileLang's passes comes back as a ``schedule:`` ValueError that
+    names the schedule and the pass's reason (tlgemm.matmul then runs select()'s next pick)."""
+    import tvm
+
+    from tlgemm.tilelang import launch
+
+    def fail(func, pass_configs=None):
+        raise tvm.error.InternalError("Traceback (most recent call last):\n  0: Pass\n[ThreadSync] cannot lower this")
+
+    monkeypatch.setattr(launch, "lower_to_cuda", fail)
+    with pytest.raises(ValueError, match=r"^schedule: TileLang cannot lower the kernel of 128x256x64 .*: "
+                                         r"\[ThreadSync\] cannot lower this$") as info:
+        kernel_source(512, 512, 512, torch.bfloat16, torch.bfloat16, None, SCHEDULE)
+    assert isinstance(info.value.__cause__, tvm.error.TVMError)

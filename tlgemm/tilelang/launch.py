@@ -32,6 +32,7 @@ the kernel's TVM-FFI entry directly. Stream-K workspaces are kept per stream
 (``_streamk_workspace``).
 """
 
+import contextlib
 import dataclasses
 import functools
 
@@ -184,11 +185,27 @@ def make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, *, a_major="K", b_
                       None if bias_dtype is None else _STORAGE[bias_dtype], bias_per_row and bias_dtype is not None)
 
 
+@contextlib.contextmanager
+def _lowering(schedule: Schedule):
+    """A TileLang pass that cannot lower a kernel raises a TVMError from deep inside the
+    compiler; it is raised again as a ``schedule:`` ValueError naming the schedule and the
+    pass's own last line (the cause chained), which ``tlgemm.matmul`` answers, for a schedule
+    select() chose, by launching the next candidate."""
+    import tvm
+
+    try:
+        yield
+    except tvm.error.TVMError as err:
+        reason = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        raise ValueError(f"schedule: TileLang cannot lower the kernel of {schedule}: {reason}") from err
+
+
 @functools.lru_cache(maxsize=None)
 def _compiled(spec: KernelSpec):
     import tilelang
 
-    return tilelang.compile(build(spec), target="cuda", pass_configs=PASS_CONFIGS)
+    with _lowering(spec.schedule):
+        return tilelang.compile(build(spec), target="cuda", pass_configs=PASS_CONFIGS)
 
 
 def _kernel_for(a_dtype, b_dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, scale_a, scale_b,
@@ -560,7 +577,8 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
     func = build(spec)
     if emit == "tir":
         return func.script()
-    return lower_to_cuda(func)
+    with _lowering(schedule):
+        return lower_to_cuda(func)
 
 
 @functools.lru_cache(maxsize=None)
@@ -728,7 +746,8 @@ def _compiled_blockscaled(spec):
 
     from .kernels import blockscaled_gemm
 
-    return tilelang.compile(blockscaled_gemm(spec), target="cuda", pass_configs=BLOCKSCALED_PASS_CONFIGS)
+    with _lowering(spec.schedule):
+        return tilelang.compile(blockscaled_gemm(spec), target="cuda", pass_configs=BLOCKSCALED_PASS_CONFIGS)
 
 
 @functools.lru_cache(maxsize=4096)
