@@ -43,7 +43,8 @@ benchmarks/results/dense_block_n.md; the Triton backend and bmm take only powers
 ``tlgemm.api.runs_schedule``); one consumer warpgroup per 128x128 fp32 accumulators (at most 2);
 block_k = one 128-byte swizzle row; as many stages as the shared memory holds (≤ MAX_STAGES,
 ≥ 2), or more (up to MAX_LATENCY_STAGES) where the refill bound makes that more than 1% faster:
-the fewest stages within 1% of the fastest. swap-AB is considered for M ≤ 64 (the kernel
+the fewest stages within 1% of the fastest (for 16 < M <= 128 by t_sm, where the HBM floor would
+hide the refill bound: ``_stage_measure``). swap-AB is considered for M ≤ 64 (the kernel
 computes Cᵀ = Bᵀ·Aᵀ, so the small M becomes WGMMA's N);
 split-K and Stream-K when there are fewer tiles than SMs or a partial last wave. Ties go to the
 candidate with the fewest weight rows in flight for 1 < M <= WEIGHT_STREAM_MAX_M (the busy programs
@@ -231,8 +232,7 @@ def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[s
     hbm_bytes = (rows * K + K * cols) * in_bytes + rows * cols * out_bytes
     if mode == "Stream-K":
         hbm_bytes += _streamk_rereads(rows, cols, K, bm, bn, in_bytes, streamed / tiles)
-    tokens = cols if s.is_swap_ab else rows
-    streaming = LATENCY_BOUND_MAX_M < tokens <= WEIGHT_STREAM_MAX_M
+    streaming = _streaming(cols if s.is_swap_ab else rows)
     bandwidth = STREAMING_HBM_BYTES_PER_CLK if streaming else HBM_BYTES_PER_CLK
     hbm_clk = hbm_bytes / bandwidth if streaming else hbm_bytes / bandwidth / efficiency
     if s.is_swap_ab and cols > 1:
@@ -283,6 +283,23 @@ def _rows_in_flight(c: Candidate, M: int, N: int) -> int:
     along_n, along_m = ((c.schedule.block_m, c.schedule.block_n) if c.schedule.is_swap_ab
                         else (c.schedule.block_n, c.schedule.block_m))
     return c.busy * (min(along_n, N) if N >= M else min(along_m, M))
+
+
+def _streaming(tokens: int) -> bool:
+    """Whether a schedule with this token count (M, or N under swap-AB: ``_score``'s rows or
+    cols) streams the weights, where ``_score``'s HBM floor takes no account of idle SMs."""
+    return LATENCY_BOUND_MAX_M < tokens <= WEIGHT_STREAM_MAX_M
+
+
+def _stage_measure(swap: bool, rows: int, cols: int):
+    """What the stage count is chosen by (the fewest stages within STAGES_TOLERANCE of the
+    best): the modelled time, or where the weights stream the SM-side time, which holds the
+    refill bound that the HBM floor there would hide. On the H100 the 100 picks this moved at
+    M = 24..128 (mostly 6-7 stages to 9) measured 1.016x geomean by kernel time, 0.974-1.147x
+    (benchmarks/results/model_backtest.md, "The HBM term in two regimes")."""
+    if _streaming(cols if swap else rows):
+        return lambda c: c.sm_us
+    return lambda c: c.time_us
 
 
 def rank_key(c: Candidate, M: int, N: int) -> tuple:
@@ -369,8 +386,9 @@ def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int
                     deeper = range(s.num_stages, min(fitting, MAX_LATENCY_STAGES) + 1)
                     options = [_score(s.stages(n), mode, rows, cols, K, types, num_sms,
                                       shared_memory_bytes(s.stages(n), types)) for n in deeper]
-                    fastest = min(c.time_us for c in options)
-                    scored.append(next(c for c in options if c.time_us <= fastest * STAGES_TOLERANCE))
+                    by = _stage_measure(swap, rows, cols)
+                    fastest = min(by(c) for c in options)
+                    scored.append(next(c for c in options if by(c) <= fastest * STAGES_TOLERANCE))
     if not scored:
         raise ValueError(f"smem_bytes={smem_bytes} holds no candidate schedule (two stages of a 64x16 tile)")
     if few_tiles:
