@@ -14,9 +14,10 @@ from tlgemm.schedules import (
     store_staging,
     work,
 )
-from tlgemm.schedules.selection import (CLOCK_GHZ, L2_BYTES, LATENCY_BOUND_MAX_M, MAX_LATENCY_STAGES, MAX_STAGES,
-                                        OTHER_WIDTH_MARGIN, STREAMING_WIDTH_MARGIN, SWAP_AB_CHARGE_CLK, WEIGHT_STREAM_MAX_M,
-                                        _streamk_rereads, width_margin)
+from tlgemm.schedules.selection import (CLOCK_GHZ, HBM_BYTES_PER_CLK, L2_BYTES, LATENCY_BOUND_MAX_M,
+                                        MAX_LATENCY_STAGES, MAX_STAGES, OTHER_WIDTH_MARGIN, STREAMING_HBM_BYTES_PER_CLK,
+                                        STREAMING_WIDTH_MARGIN, SWAP_AB_CHARGE_CLK, WEIGHT_STREAM_MAX_M, _score,
+                                        _stage_measure, _streamk_rereads, width_margin)
 
 H100_SMS = 132
 H100_SMEM = 227 * 1024  # max dynamic shared memory per block on sm_90
@@ -195,6 +196,31 @@ def test_ties_on_the_hbm_floor_go_to_fewer_weight_rows_in_flight():
     sel = select(256, 14336, 4096, "bf16", H100_SMS, H100_SMEM, explain=True)
     s = next(c.schedule for c in sel.candidates if c.schedule.has_pow2_block_n)  # 128x224 ranks first (1.01x)
     assert (s.block_m, s.block_n) == (128, 256) and WEIGHT_STREAM_MAX_M < 256
+
+
+def test_hbm_floor_in_two_regimes():
+    """Where the tiles stream the weights (LATENCY_BOUND_MAX_M < M <= WEIGHT_STREAM_MAX_M) the HBM
+    floor is the bytes at STREAMING_HBM_BYTES_PER_CLK whatever the busy share; elsewhere the bytes
+    at HBM_BYTES_PER_CLK over that share. The token count of a swap-AB schedule is its columns."""
+    N, K = 2048, 7168
+    tile = Schedule(block_m=128, block_n=64, block_k=64, num_stages=8).persistent(132)  # 32 or 64 tiles
+    for M, streaming in ((LATENCY_BOUND_MAX_M, False), (LATENCY_BOUND_MAX_M + 1, True), (WEIGHT_STREAM_MAX_M, True),
+                         (WEIGHT_STREAM_MAX_M + 1, False)):
+        c = _score(tile, "data-parallel", M, N, K, ("bfloat16",) * 3, H100_SMS, 0)
+        moved = (M * K + K * N + M * N) * 2
+        clocks = moved / STREAMING_HBM_BYTES_PER_CLK if streaming else moved / HBM_BYTES_PER_CLK / c.sm_efficiency
+        assert c.sm_efficiency < 0.6 and c.hbm_us == pytest.approx(clocks / (CLOCK_GHZ * 1e3)), M
+    swapped = Schedule(block_m=64, block_n=32, block_k=64, num_stages=8, is_swap_ab=True).persistent(132)
+    c = _score(swapped, "data-parallel", N, 32, K, ("bfloat16",) * 3, H100_SMS, 0)
+    charge = SWAP_AB_CHARGE_CLK + 2 * N * 32 * 2 / STREAMING_HBM_BYTES_PER_CLK
+    assert c.hbm_us == pytest.approx(((32 * K + K * N + 32 * N) * 2 / STREAMING_HBM_BYTES_PER_CLK + charge)
+                                     / (CLOCK_GHZ * 1e3))
+    # there the stage count follows the SM-side time, which holds the refill bound the floor hides
+    assert _stage_measure(False, 32, N)(c) == c.sm_us and _stage_measure(True, N, 32)(c) == c.sm_us
+    assert _stage_measure(False, 256, N)(c) == c.time_us and _stage_measure(False, 16, N)(c) == c.time_us
+    s = select(32, 4096, 7168, "bf16", H100_SMS, H100_SMEM, explain=True, m_min=17)
+    first = next(c for c in s.candidates if c.mode != "split-K")
+    assert first.hbm_us >= first.sm_us and first.schedule.num_stages > MAX_STAGES, first.schedule
 
 
 def test_large_m_does_not_swap_and_a_full_wave_stays_data_parallel():
