@@ -44,7 +44,7 @@ benchmarks/results/dense_block_n.md; the Triton backend and bmm take only powers
 block_k = one 128-byte swizzle row; as many stages as the shared memory holds (≤ MAX_STAGES,
 ≥ 2), or more (up to MAX_LATENCY_STAGES) where the refill bound makes that more than 1% faster:
 the fewest stages within 1% of the fastest (for 16 < M <= 128 by t_sm, where the HBM floor would
-hide the refill bound: ``_stage_measure``). swap-AB is considered for M ≤ 64 (the kernel
+hide the refill bound). swap-AB is considered for M ≤ 64 (the kernel
 computes Cᵀ = Bᵀ·Aᵀ, so the small M becomes WGMMA's N);
 split-K and Stream-K when there are fewer tiles than SMs or a partial last wave. Ties go to the
 candidate with the fewest weight rows in flight for 1 < M <= WEIGHT_STREAM_MAX_M (the busy programs
@@ -291,17 +291,6 @@ def _streaming(tokens: int) -> bool:
     return LATENCY_BOUND_MAX_M < tokens <= WEIGHT_STREAM_MAX_M
 
 
-def _stage_measure(swap: bool, rows: int, cols: int):
-    """What the stage count is chosen by (the fewest stages within STAGES_TOLERANCE of the
-    best): the modelled time, or where the weights stream the SM-side time, which holds the
-    refill bound that the HBM floor there would hide. On the H100 the 100 picks this moved at
-    M = 24..128 (mostly 6-7 stages to 9) measured 1.016x geomean by kernel time, 0.974-1.147x
-    (benchmarks/results/model_backtest.md, "The HBM term in two regimes")."""
-    if _streaming(cols if swap else rows):
-        return lambda c: c.sm_us
-    return lambda c: c.time_us
-
-
 def rank_key(c: Candidate, M: int, N: int) -> tuple:
     """select()'s order of candidates for C[M, N] (the module docstring's ties, in order)."""
     return (round(c.time_us * width_margin(c.schedule, M), 6), _rows_in_flight(c, M, N), round(c.sm_us, 6),
@@ -361,6 +350,11 @@ def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int
     scored: list[Candidate] = []
     few_tiles: set[int] = set()
     ragged: set[int] = set()
+    # Where the weights stream, the stage count follows t_sm, which holds the refill bound that
+    # the HBM floor there hides: on the H100 the 100 picks this moved at M = 24..128 (mostly 6-7
+    # stages to 9) measured 1.016x geomean by kernel time, 0.974-1.147x
+    # (benchmarks/results/model_backtest.md, "The HBM term in two regimes").
+    streaming = _streaming(M)
     for swap in swaps:
         rows, cols = (N, M) if swap else (M, N)
         for bm in BLOCK_M_CHOICES:
@@ -386,9 +380,8 @@ def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int
                     deeper = range(s.num_stages, min(fitting, MAX_LATENCY_STAGES) + 1)
                     options = [_score(s.stages(n), mode, rows, cols, K, types, num_sms,
                                       shared_memory_bytes(s.stages(n), types)) for n in deeper]
-                    by = _stage_measure(swap, rows, cols)
-                    fastest = min(by(c) for c in options)
-                    scored.append(next(c for c in options if by(c) <= fastest * STAGES_TOLERANCE))
+                    by = [c.sm_us if streaming else c.time_us for c in options]
+                    scored.append(next(c for c, t in zip(options, by) if t <= min(by) * STAGES_TOLERANCE))
     if not scored:
         raise ValueError(f"smem_bytes={smem_bytes} holds no candidate schedule (two stages of a 64x16 tile)")
     if few_tiles:

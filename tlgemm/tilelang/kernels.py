@@ -283,7 +283,7 @@ def _walk_streamk(ctx: GemmContext, sched: ScheduleContext, tensorC, produce, co
     iters, lpid, consumers = sched.iters_per_tile, sched.pid, ctx.consumer_threads
     start, _, step = sched.persistent_tile_range(sched.full_tiles)
     begin, end = sched.iter_range()
-    segments = T.if_then_else(end > begin, (end - 1) // iters - begin // iters + 1, 0)
+    segments = sched.segments(begin, end)
 
     @T.macro
     def _walk():
@@ -384,17 +384,16 @@ def schedule_trace_kernel(schedule: Schedule, num_sms: int, max_items: int):
                 if streamk:
                     begin, end = sched.iter_range()
                     g = T.alloc_var("int32", init=begin)
-                    for _ in T.serial(T.ceildiv(end - begin, iters) + 1):
-                        if g < end:
-                            tile_id, k = sched.get_iter(g)
-                            seg_end = T.min(end, (tile_id + 1) * iters)
-                            tile = sched.get_tile_from_idx(tile_id)
-                            Trace[pid, n, 0] = tile.pid_m
-                            Trace[pid, n, 1] = tile.pid_n
-                            Trace[pid, n, 2] = k
-                            Trace[pid, n, 3] = k + seg_end - g
-                            n += 1
-                            g = seg_end
+                    for _ in T.serial(sched.segments(begin, end)):
+                        tile_id, k = sched.get_iter(g)
+                        seg_end = T.min(end, (tile_id + 1) * iters)
+                        tile = sched.get_tile_from_idx(tile_id)
+                        Trace[pid, n, 0] = tile.pid_m
+                        Trace[pid, n, 1] = tile.pid_n
+                        Trace[pid, n, 2] = k
+                        Trace[pid, n, 3] = k + seg_end - g
+                        n += 1
+                        g = seg_end
                 Count[pid] = n
 
     return trace

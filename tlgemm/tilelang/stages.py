@@ -613,6 +613,14 @@ class ScheduleContext:
         base = self.full_tiles * self.iters_per_tile
         return base + lpid * q + T.min(lpid, r), base + (lpid + 1) * q + T.min(lpid + 1, r)
 
+    def segments(self, begin, end):
+        """How many tiles' K ranges the Stream-K iterations [begin, end) touch: the segments a
+        program walks (``get_iter`` gives each one's tile and first K-iteration). Walking
+        exactly these, with no per-segment ``if``, keeps the fix-up's named barriers out of a
+        branch that TileLang's ThreadSync pass refused for some tiles (e.g. 256x16x128)."""
+        iters = self.iters_per_tile
+        return T.if_then_else(end > begin, (end - 1) // iters - begin // iters + 1, 0)
+
     def get_iter(self, global_iter):
         """Global iteration → (tile_id, k_iter)."""
         return global_iter // self.iters_per_tile, global_iter % self.iters_per_tile
