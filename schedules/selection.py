@@ -23,7 +23,9 @@ The model, per SM and per clock, after an H100 SXM (only the ranking matters):
              and a ragged last wave leave bandwidth unused. For 16 < M <= 128 tokens
              (LATENCY_BOUND_MAX_M, WEIGHT_STREAM_MAX_M) instead bytes / 2.47 TB/s with no eff:
              there a part of the SMs streaming the weights draws what all of them would
-             (measured). Under Stream-K the tiles of another
+             (measured); for WAVES_MIN_M < M <= 128 the partial last wave of a data-parallel
+             grid streams at its busy SMs' rate (``_in_waves``) and a fix-up's hand-off adds to
+             the floor (measured). Under Stream-K the tiles of another
              tile row (column) read B (A) again at another time: from HBM where that operand is
              larger than L2_BYTES (``_streamk_rereads``).
   time     = max(t_sm, t_hbm), + SWAP_AB_CHARGE_CLK and a pass over C for swap-AB with M > 1
@@ -101,6 +103,15 @@ WEIGHT_STREAM_MAX_M = 128
 #: programs there are bound by their loads in flight, so the chip's throughput follows the busy SMs;
 #: benchmarks/results/model_backtest.md, "The HBM term in two regimes").
 LATENCY_BOUND_MAX_M = 16
+#: For WAVES_MIN_M < M <= WEIGHT_STREAM_MAX_M two parts of a schedule do not overlap the weights'
+#: streaming, so they add to the HBM floor instead of hiding under it: the partial last wave of a
+#: data-parallel grid (``_in_waves``: its few busy SMs stream at their own rate, not the chip's) and
+#: a Stream-K / split-K fix-up (the partials' hand-off comes after the streaming). On the H100 the 34
+#: picks this moved at M = 48..128 measured 1.100x geomean by kernel time (0.947-1.236x; e.g. 128x128
+#: data-parallel instead of 128x64 Stream-K at N = 11008, 64x32 data-parallel instead of 64x64
+#: Stream-K at N = 4096); the 22 it would also move at M = 24 and 32 measured 0.963x (0.78x at worst;
+#: benchmarks/results/model_backtest.md, "Partial waves and exposed fix-ups").
+WAVES_MIN_M = 32
 STREAMING_HBM_BYTES_PER_CLK = 1350
 L2_BYTES = 50 * 2**20  # H100 SXM; an operand larger than this is re-read from HBM when read again later
 WGMMA_M = 64
@@ -212,7 +223,9 @@ def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[s
         units = tiles * s.split_k
         per_unit = cdiv(iters, s.split_k)
         critical = cdiv(units, num_sms) * per_unit
-        sm_clk = critical * cpi + cdiv(units, num_sms) * (tile_clk + SYNC_CLK + partial_clk)
+        fixup_clk = SYNC_CLK + partial_clk
+        unit_clk = per_unit * cpi + tile_clk + fixup_clk
+        sm_clk = cdiv(units, num_sms) * unit_clk
         busy = min(units, num_sms)
     elif mode == "Stream-K":
         streamed = min(s.streamk_tiles, tiles)  # fewer tiles than that: a smaller M of the schedule's bucket
@@ -221,20 +234,27 @@ def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[s
         critical = cdiv(full, num_sms) * iters + sk_iters
         segments = cdiv(sk_iters, iters) + 1
         partials = cdiv(iters, sk_iters) - 1  # other contributors an owner waits for
-        sm_clk = (critical * cpi * STREAMK_SLOWDOWN + (cdiv(full, num_sms) + segments) * tile_clk
-                  + SYNC_CLK + (partials + 1) * partial_clk)
+        fixup_clk = SYNC_CLK + (partials + 1) * partial_clk
+        sm_clk = critical * cpi * STREAMK_SLOWDOWN + (cdiv(full, num_sms) + segments) * tile_clk + fixup_clk
         busy = max(min(full, num_sms), min(streamed * iters, num_sms))
     else:
         critical = cdiv(tiles, num_sms) * iters
-        sm_clk = critical * cpi + cdiv(tiles, num_sms) * tile_clk
+        fixup_clk = 0
+        units, unit_clk = tiles, iters * cpi + tile_clk
+        sm_clk = cdiv(tiles, num_sms) * unit_clk
         busy = min(tiles, num_sms)
     efficiency = tiles * iters / (num_sms * critical)
     hbm_bytes = (rows * K + K * cols) * in_bytes + rows * cols * out_bytes
     if mode == "Stream-K":
         hbm_bytes += _streamk_rereads(rows, cols, K, bm, bn, in_bytes, streamed / tiles)
-    streaming = _streaming(cols if s.is_swap_ab else rows)
+    tokens = cols if s.is_swap_ab else rows
+    streaming = _streaming(tokens)
     bandwidth = STREAMING_HBM_BYTES_PER_CLK if streaming else HBM_BYTES_PER_CLK
     hbm_clk = hbm_bytes / bandwidth if streaming else hbm_bytes / bandwidth / efficiency
+    if streaming and tokens > WAVES_MIN_M:
+        if mode != "Stream-K" and units % num_sms:
+            hbm_clk = _in_waves(units, num_sms, unit_clk, hbm_bytes / units / bandwidth)
+        hbm_clk += fixup_clk
     if s.is_swap_ab and cols > 1:
         charge = SWAP_AB_CHARGE_CLK + 2 * rows * cols * out_bytes / bandwidth
         sm_clk, hbm_clk = sm_clk + charge, hbm_clk + charge
@@ -244,6 +264,15 @@ def _score(s: Schedule, mode: str, rows: int, cols: int, K: int, dtypes: tuple[s
         tiles=tiles, busy=busy, sm_efficiency=efficiency,
         edge_waste=tiles * bm * bn * iters * bk / (rows * cols * K) - 1, smem=smem,
     )
+
+
+def _in_waves(units: int, num_sms: int, unit_clk: float, unit_hbm_clk: float) -> float:
+    """Clocks of ``units`` equal work units run in waves of num_sms, each wave as long as one
+    unit's SM-side time or the wave's HBM bytes at the streaming bandwidth, whichever is longer:
+    the partial last wave streams only what its busy SMs can fetch (``WAVES_MIN_M``)."""
+    waves, rest = divmod(units, num_sms)
+    return (waves * max(unit_clk, num_sms * unit_hbm_clk)
+            + (max(unit_clk, rest * unit_hbm_clk) if rest else 0.0))
 
 
 def _decompositions(base: Schedule, tiles: int, iters: int, num_sms: int) -> list[tuple[str, Schedule]]:

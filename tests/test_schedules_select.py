@@ -17,7 +17,8 @@ from tlgemm.schedules import (
 from tlgemm.schedules.selection import (CLOCK_GHZ, HBM_BYTES_PER_CLK, L2_BYTES, LATENCY_BOUND_MAX_M,
                                         MAX_LATENCY_STAGES, MAX_STAGES, OTHER_WIDTH_MARGIN, STAGES_TOLERANCE,
                                         STREAMING_HBM_BYTES_PER_CLK, STREAMING_WIDTH_MARGIN, SWAP_AB_CHARGE_CLK,
-                                        WEIGHT_STREAM_MAX_M, _score, _streamk_rereads, width_margin)
+                                        WAVES_MIN_M, WEIGHT_STREAM_MAX_M, _in_waves, _score, _streamk_rereads,
+                                        width_margin)
 
 H100_SMS = 132
 H100_SMEM = 227 * 1024  # max dynamic shared memory per block on sm_90
@@ -171,7 +172,8 @@ def test_streamk_pays_for_rereading_an_operand_larger_than_l2():
     sel = select(128, 4096, 7168, "bf16", H100_SMS, H100_SMEM, explain=True)
     streamed = {(c.schedule.block_m, c.schedule.block_n): c for c in sel.candidates if c.mode == "Stream-K"}
     two_rows, one_row = streamed[(64, 128)], streamed[(128, 64)]
-    assert two_rows.hbm_us > one_row.hbm_us * 1.8
+    weights_us = 4096 * 7168 * 2 / STREAMING_HBM_BYTES_PER_CLK / (CLOCK_GHZ * 1e3)
+    assert two_rows.hbm_us - one_row.hbm_us > 0.9 * weights_us  # the weights once more
     assert one_row.time_us < two_rows.time_us
     # an operand that fits in L2 is read again from it: fp8 W of 4096x7168 (29 MB) pays nothing
     assert _streamk_rereads(128, 4096, 7168, 64, 128, 1, 1.0) == 0
@@ -209,7 +211,10 @@ def test_hbm_floor_in_two_regimes():
         c = _score(tile, "data-parallel", M, N, K, ("bfloat16",) * 3, H100_SMS, 0)
         moved = (M * K + K * N + M * N) * 2
         clocks = moved / STREAMING_HBM_BYTES_PER_CLK if streaming else moved / HBM_BYTES_PER_CLK / c.sm_efficiency
-        assert c.sm_efficiency < 0.6 and c.hbm_us == pytest.approx(clocks / (CLOCK_GHZ * 1e3)), M
+        if M > WAVES_MIN_M and streaming:  # one partial wave: its SM-side time, the floor's lower bound
+            assert c.hbm_us == pytest.approx(c.sm_us) and c.hbm_us > clocks / (CLOCK_GHZ * 1e3), M
+        else:
+            assert c.sm_efficiency < 0.6 and c.hbm_us == pytest.approx(clocks / (CLOCK_GHZ * 1e3)), M
     swapped = Schedule(block_m=64, block_n=32, block_k=64, num_stages=8, is_swap_ab=True).persistent(132)
     c = _score(swapped, "data-parallel", N, 32, K, ("bfloat16",) * 3, H100_SMS, 0)
     charge = SWAP_AB_CHARGE_CLK + 2 * N * 32 * 2 / STREAMING_HBM_BYTES_PER_CLK
@@ -223,6 +228,34 @@ def test_hbm_floor_in_two_regimes():
     fewer = _score(first.schedule.stages(first.schedule.num_stages - 1), first.mode, 32, 4096, 7168,
                    ("bfloat16",) * 3, H100_SMS, 0)
     assert fewer.time_us <= first.time_us * STAGES_TOLERANCE < fewer.sm_us / first.sm_us * first.time_us
+
+
+def test_partial_waves_and_fixups_add_to_the_streaming_floor(monkeypatch):
+    """For WAVES_MIN_M < M <= WEIGHT_STREAM_MAX_M a data-parallel grid's partial last wave streams at
+    its busy SMs' rate and a Stream-K fix-up comes after the streaming: both lengthen the HBM floor,
+    which at M <= WAVES_MIN_M stays the bytes at the streaming bandwidth."""
+    N, K, types = 11008, 4096, ("bfloat16",) * 3
+    narrow = Schedule(block_m=128, block_n=64, block_k=64, num_stages=7).persistent(132)  # 172 tiles: 1.3 waves
+    moved = lambda M: (M * K + K * N + M * N) * 2 / STREAMING_HBM_BYTES_PER_CLK / (CLOCK_GHZ * 1e3)  # noqa: E731
+    for M in (WAVES_MIN_M, WAVES_MIN_M + 1, WEIGHT_STREAM_MAX_M):
+        dp = _score(narrow, "data-parallel", M, N, K, types, H100_SMS, 0)
+        sk = _score(narrow.streamk(172 % H100_SMS), "Stream-K", M, N, K, types, H100_SMS, 0)
+        if M <= WAVES_MIN_M:
+            assert dp.hbm_us == pytest.approx(moved(M)) and sk.hbm_us == pytest.approx(moved(M)), M
+        else:
+            assert dp.hbm_us > 1.2 * moved(M) and sk.hbm_us > 1.05 * moved(M), (M, dp, sk)
+    # whole waves: as long as the slower of their SM-side time and their bytes
+    assert _in_waves(264, 132, 10.0, 1.0) == pytest.approx(2 * 132) and _in_waves(264, 132, 200.0, 1.0) == 400.0
+    assert _in_waves(172, 132, 100.0, 1.0) == pytest.approx(132 + 100)  # a wave of 40 units: their SM time
+    # the effect on the pick at M = 128 (bucket 65..128): 128x128 data-parallel, one wave of 86 tiles
+    # (measured 1.13x the 128x64 Stream-K that the floor alone ranks first on the H100)
+    def first(M):
+        sel = select(M, N, K, "bf16", H100_SMS, H100_SMEM, explain=True, m_min=M // 2 + 1)
+        return next(c for c in sel.candidates if c.mode != "split-K")
+    best = first(128)
+    assert (best.mode, best.schedule.block_m, best.schedule.block_n) == ("data-parallel", 128, 128), best.schedule
+    monkeypatch.setattr("tlgemm.schedules.selection.WAVES_MIN_M", WEIGHT_STREAM_MAX_M)
+    assert first(128).schedule.block_n == 64
 
 
 def test_large_m_does_not_swap_and_a_full_wave_stays_data_parallel():
