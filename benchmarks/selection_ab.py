@@ -1,6 +1,6 @@
 """select()'s dense schedules against those of a reference revision of the model, one run.
 
-    python benchmarks/selection_ab.py --reference MODULE [--backend tilelang|triton] [--out PATH]
+    python benchmarks/selection_ab.py --reference MODULE [--backend tilelang|triton] [--pow2-buckets] [--out PATH]
         [--rounds N] [--calls N] [--tokens M,M,..] [--weights N:K,N:K,..]
 
 MODULE is an importable copy of an earlier ``schedules/selection.py`` (for example
@@ -25,20 +25,25 @@ import tlgemm
 from core_speed import DTYPES
 from schedule_variants import by_kernel_time, measure_all
 from tlgemm.api import runs_schedule
-from tlgemm.schedules import shape_bucket
+from tlgemm.schedules import m_bucket
 
 WEIGHTS = ((4096, 7168), (7168, 16384), (7168, 2048), (2112, 7168), (24576, 1536), (14336, 4096), (1024, 1024))
 TOKENS = (1, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 4096)
 
 
-def picks(reference, M, N, K, dtype, sms, smem, backend):
-    """{"select": the library's pick, "reference": the reference model's}."""
+def picks(reference, M, N, K, dtype, sms, smem, backend, pow2_buckets=False):
+    """{"select": the library's pick, "reference": the reference model's, for M's bucket
+    (``tlgemm.schedules.m_bucket``, or with ``pow2_buckets`` the power of two above M, as the
+    library's buckets were up to HALF_BUCKETS_ABOVE before they were halved above it)}."""
     a = torch.empty(M, K, device="meta", dtype=dtype)
     w = torch.empty(N, K, device="meta", dtype=dtype)
     ours = tlgemm.explain(a, w.t(), backend=backend, out_dtype=torch.bfloat16).schedule
     name = str(dtype).removeprefix("torch.")
-    bucket = shape_bucket(M, N, K)[0]
-    sel = reference.select(bucket, N, K, (name, name, "bfloat16"), sms, smem, explain=True, m_min=bucket // 2 + 1)
+    m_min, bucket = m_bucket(M)
+    if pow2_buckets:
+        bucket = 1 << (M - 1).bit_length()
+        m_min = bucket // 2 + 1
+    sel = reference.select(bucket, N, K, (name, name, "bfloat16"), sms, smem, explain=True, m_min=m_min)
     theirs = next(c.schedule for c in sel.candidates if runs_schedule(backend, "matmul", c.schedule))
     return {"select": ours, "reference": theirs}
 
@@ -48,6 +53,8 @@ def main():
     parser.add_argument("--reference", required=True, help="module path of the reference selection model")
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "selection_ab.json"))
     parser.add_argument("--backend", choices=("tilelang", "triton"), default="tilelang")
+    parser.add_argument("--pow2-buckets", action="store_true",
+                        help="the reference picks for M's power-of-two bucket (the library's buckets before halves)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--tokens", default=",".join(map(str, TOKENS)))
@@ -61,7 +68,7 @@ def main():
     for name, dtype in DTYPES.items():
         for N, K in (tuple(map(int, w.split(":"))) for w in args.weights.split(",")):
             for M in map(int, args.tokens.split(",")):
-                variants = picks(reference, M, N, K, dtype, sms, smem, args.backend)
+                variants = picks(reference, M, N, K, dtype, sms, smem, args.backend, args.pow2_buckets)
                 if variants["select"] != variants["reference"]:
                     work.append((name, dtype, M, N, K, variants))
     print(f"{len(work)} shapes where the picks differ", flush=True)

@@ -15,7 +15,7 @@ and Triton) must reproduce exactly: ``work(pid, M, N, K, s)`` lists, in order, t
 Imports nothing outside the standard library.
 """
 
-from .cache import CACHE_FORMAT, AutotuneCache, CacheWarning, default_cache_dir, shape_bucket
+from .cache import CACHE_FORMAT, AutotuneCache, CacheWarning, default_cache_dir, m_bucket, shape_bucket
 from .dtypes import DTYPE_BYTES, INPUT_DTYPES, canonical_dtype, gemm_dtypes
 from .grid import (
     cdiv,
@@ -58,5 +58,5 @@ __all__ = [
     "tile_contributors", "work",
     "select", "Selection", "Candidate", "MODES", "shared_memory_bytes", "store_staging",
     "DTYPE_BYTES", "INPUT_DTYPES", "canonical_dtype", "gemm_dtypes",
-    "AutotuneCache", "CacheWarning", "CACHE_FORMAT", "default_cache_dir", "shape_bucket",
+    "AutotuneCache", "CacheWarning", "CACHE_FORMAT", "default_cache_dir", "m_bucket", "shape_bucket",
 ]

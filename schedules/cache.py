@@ -31,7 +31,7 @@ from ._checks import check_int
 from .dtypes import gemm_dtypes
 from .schedule import Schedule
 
-__all__ = ["AutotuneCache", "CacheWarning", "CACHE_FORMAT", "default_cache_dir", "shape_bucket"]
+__all__ = ["AutotuneCache", "CacheWarning", "CACHE_FORMAT", "default_cache_dir", "m_bucket", "shape_bucket"]
 
 CACHE_FORMAT = 1
 _PRODUCER = "tlgemm.autotune"
@@ -51,13 +51,33 @@ def default_cache_dir() -> Path:
     return Path(base).expanduser() / "tlgemm"
 
 
+#: Above this M a power-of-two bucket is split in two at 3·2^(k-1): (2^k, 3·2^(k-1)] and
+#: (3·2^(k-1), 2^(k+1)]. One schedule serves a bucket, and across a whole power of two a tile
+#: grid can gain a wave (M = 385..512 run twice the waves of 128x256 tiles of M = 257..384 at
+#: N = 11008). On the H100 the 119 picks the halves moved at M = 192..3072 measured 1.132x geomean
+#: by kernel time (0.69-1.58x; against cuBLAS bf16 0.78 -> 0.88, fp8 0.85 -> 0.97;
+#: benchmarks/results/model_backtest.md, "Half buckets above M = 128").
+HALF_BUCKETS_ABOVE = 128
+
+
+def m_bucket(M: int) -> tuple[int, int]:
+    """(m_min, m_max): the range of token counts that share M's schedule (select() picks it at
+    m_max with m_min): powers of two, (2^(k-1), 2^k], up to HALF_BUCKETS_ABOVE, halves above."""
+    check_int("M", M, 1)
+    top = 1 << (M - 1).bit_length()
+    if top <= HALF_BUCKETS_ABOVE:
+        return top // 2 + 1, top
+    middle = 3 * top // 4
+    return (top // 2 + 1, middle) if M <= middle else (middle + 1, top)
+
+
 def shape_bucket(M: int, N: int, K: int) -> tuple[int, int, int]:
-    """(2^⌈log2 M⌉, N, K): M (tokens, batch) varies from call to call and is rounded up to a
-    power of two; N and K are weight shapes and stay exact."""
+    """(m_max of ``m_bucket(M)``, N, K): M (tokens, batch) varies from call to call and is
+    rounded up to its bucket's top; N and K are weight shapes and stay exact."""
     check_int("M", M, 1)
     check_int("N", N, 1)
     check_int("K", K, 0)
-    return 1 << (M - 1).bit_length(), N, K
+    return m_bucket(M)[1], N, K
 
 
 def _library_version() -> str:

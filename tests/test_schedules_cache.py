@@ -7,7 +7,8 @@ import warnings
 
 import pytest
 
-from tlgemm.schedules import CACHE_FORMAT, AutotuneCache, CacheWarning, Schedule, default_cache_dir, shape_bucket
+from tlgemm.schedules import (CACHE_FORMAT, AutotuneCache, CacheWarning, Schedule, default_cache_dir, m_bucket,
+                              shape_bucket)
 
 GPU = "NVIDIA H100 80GB HBM3"
 TUNED = Schedule(block_n=256, num_stages=4, num_warpgroups=2, is_persistent=True, num_sms=132, streamk_tiles=12)
@@ -50,11 +51,29 @@ def test_put_get_roundtrip(tmp_path):
 
 
 def test_shape_bucket():
-    # M rounds up to a power of two; N and K stay exact.
+    # M rounds up to a power of two up to 128, to 1.5 or 2 times one above; N and K stay exact.
     assert shape_bucket(1, 7168, 2048) == (1, 7168, 2048)
     assert shape_bucket(100, 7168, 2048) == (128, 7168, 2048)
     assert shape_bucket(128, 7168, 2048) == (128, 7168, 2048)
-    assert shape_bucket(129, 7168, 2048) == (256, 7168, 2048)
+    assert shape_bucket(129, 7168, 2048) == (192, 7168, 2048)
+    assert shape_bucket(193, 7168, 2048) == (256, 7168, 2048)
+    assert shape_bucket(257, 7168, 2048) == (384, 7168, 2048)
+    assert shape_bucket(385, 7168, 2048) == (512, 7168, 2048)
+    assert shape_bucket(4097, 7168, 2048) == (6144, 7168, 2048)
+
+
+def test_m_bucket_ranges_tile_the_token_counts():
+    assert [m_bucket(M) for M in (1, 2, 3, 100, 129, 200, 300, 512)] == [
+        (1, 1), (2, 2), (3, 4), (65, 128), (129, 192), (193, 256), (257, 384), (385, 512)]
+    lo = 1
+    for M in range(1, 5000):
+        first, last = m_bucket(M)
+        assert first <= M <= last and shape_bucket(M, 1, 1)[0] == last
+        if M == last:
+            assert first == lo, M
+            lo = last + 1
+    with pytest.raises(ValueError, match="M"):
+        m_bucket(0)
 
 
 def test_bucketed_m_shares_an_entry(tmp_path):
@@ -62,6 +81,9 @@ def test_bucketed_m_shares_an_entry(tmp_path):
     cache.put(GPU, "triton", "fp8", 100, 2112, 7168, TUNED)
     assert cache.get(GPU, "triton", "fp8", 65, 2112, 7168) == TUNED
     assert cache.get(GPU, "triton", "fp8", 129, 2112, 7168) is None
+    cache.put(GPU, "triton", "fp8", 300, 2112, 7168, TUNED)
+    assert cache.get(GPU, "triton", "fp8", 384, 2112, 7168) == TUNED
+    assert cache.get(GPU, "triton", "fp8", 385, 2112, 7168) is None
 
 
 def test_location(tmp_path, monkeypatch):

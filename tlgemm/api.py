@@ -61,7 +61,7 @@ import torch
 from tlgemm._checks import FLOAT_OUT as _FLOAT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import SCALE_BLOCK, remember, signature
-from tlgemm.schedules import AutotuneCache, Schedule, Selection, cdiv, num_programs, select, shape_bucket
+from tlgemm.schedules import AutotuneCache, Schedule, Selection, cdiv, m_bucket, num_programs, select
 
 __all__ = ["matmul", "addmm", "bmm", "scaled_mm", "explain", "autotune", "Explanation", "AutotuneResult",
            "Target", "TARGETS"]
@@ -379,8 +379,8 @@ def _choose_schedule(op, backend, M, N, K, dtypes, target, schedule, info, use_c
         if hit is not None and runs_schedule(backend, op, hit):
             info["schedule"] = f"autotune cache entry for {target.name}, {backend}, {dtypes}, shape bucket of M={M}"
             return hit, ()
-    bucket = shape_bucket(M, N, K)[0]
-    selection = select(bucket, N, K, dtypes, target.num_sms, target.smem_bytes, explain=True, m_min=bucket // 2 + 1)
+    m_min, bucket = m_bucket(M)
+    selection = select(bucket, N, K, dtypes, target.num_sms, target.smem_bytes, explain=True, m_min=m_min)
     runnable = list(dict.fromkeys(c.schedule for c in selection.candidates if runs_schedule(backend, op, c.schedule)))
     if not runnable:
         raise ValueError(f"schedule: select() offers no candidate the {backend} backend runs for M={M}, N={N}, K={K}")
@@ -512,7 +512,7 @@ def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=N
     device, a_dtype = a.device, a.dtype
     tf32 = a_dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
     rows = batch * M
-    key = (op, 1 << (rows - 1).bit_length(), N, K, a_dtype, b.dtype, out_dtype, device, backend, schedule, tf32)
+    key = (op, m_bucket(rows), N, K, a_dtype, b.dtype, out_dtype, device, backend, schedule, tf32)
     plan = _PLANS.get(key)
     fresh = plan is None
     if fresh:
@@ -841,7 +841,7 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
     plan = _make_plan(op, batch * M, N, K, a.dtype, b.dtype, out_dtype, a.device, backend, schedule, tf32,
                       target=target, info=info)
     reasons = [f"backend {plan.backend}: {info['backend']}", f"schedule: {info['schedule']}"]
-    key = (op, 1 << (batch * M - 1).bit_length(), N, K, a.dtype, b.dtype, out_dtype, a.device, backend, schedule, tf32)
+    key = (op, m_bucket(batch * M), N, K, a.dtype, b.dtype, out_dtype, a.device, backend, schedule, tf32)
     ran = None if target.analysis else _PLANS.get(key)
     if ran is not None and ran.schedule != plan.schedule:
         plan = ran
