@@ -321,6 +321,26 @@ def persistent_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None,
     return g.out
 
 
+#: Stream-K workspaces per (device, stream, programs, tile, Stream-K tiles, dtype).
+_WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _streamk_workspace(device, programs: int, schedule: Schedule, dtype):
+    """(partials, counters) of a Stream-K launch on ``device``'s current stream (CUDA), or of
+    any launch on the CPU (the interpreter): allocated once, counters zeroed then; the kernel
+    leaves them zero (``StreamKWorkspace.publish``), and launches on one stream run in order,
+    so no two use a workspace at once. Kept for the process's life. Before, every call
+    allocated both and zeroed the counters with a memset kernel."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+    key = (device, stream, programs, schedule.block_m, schedule.block_n, schedule.streamk_tiles, dtype)
+    workspace = _WORKSPACES.get(key)
+    if workspace is None:
+        workspace = _WORKSPACES[key] = (
+            torch.empty((programs, 2, schedule.block_m, schedule.block_n), dtype=dtype, device=device),
+            torch.zeros(schedule.streamk_tiles, dtype=torch.int32, device=device))
+    return workspace
+
+
 def streamk_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None, bias=None,
                    allow_tf32=False, num_sms=None):
     """Like ``persistent_matmul`` with the Stream-K kernel (schedule.streamk_tiles > 0)."""
@@ -329,9 +349,7 @@ def streamk_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, sc
     g = _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms)
     if g.P:
         acc_dtype = torch.int32 if g.meta["QUANTIZED"] else torch.float32
-        partials = torch.empty((g.P, 2, schedule.block_m, schedule.block_n), dtype=acc_dtype, device=g.out.device)
-        counters = torch.zeros(min(schedule.streamk_tiles, num_tiles(g.M, g.N, schedule)), dtype=torch.int32,
-                               device=g.out.device)
+        partials, counters = _streamk_workspace(g.out.device, g.P, schedule, acc_dtype)
         args = _args_2d(a, b, g)
         _launch(streamk_gemm_kernel, (g.P,), schedule, (*args[:6], partials, counters, *args[6:]),
                 dict(g.meta, STREAMK_TILES=schedule.streamk_tiles))

@@ -643,8 +643,8 @@ class ScheduleContext:
 class StreamKWorkspace:
     """Partial tiles of split Stream-K tiles: two fp32/int32 slots of block_m × block_n per
     program ([P, 2, block_m, block_n], slot 1 for a segment starting at K-iteration 0, slot 0
-    otherwise — a program has at most one of each) and one zeroed int32 counter per Stream-K
-    tile counting the K-iterations published so far."""
+    otherwise — a program has at most one of each) and one int32 counter per Stream-K tile
+    counting the K-iterations published so far (zero before a launch, and again after it)."""
 
     partials: tl.tensor
     counters: tl.tensor
@@ -667,12 +667,16 @@ class StreamKWorkspace:
     def publish(self, acc, tile_id, k_begin, k_end):
         """Store this program's partial of ``tile_id`` (K-steps [k_begin, k_end)) and count
         its iterations; True for the program completing the count (it must then store).
-        The barrier orders every thread's partial store before the release atomic."""
+        The barrier orders every thread's partial store before the release atomic. The
+        completing program sets the counter back to 0 (no other touches it in this launch),
+        so the next launch on the stream reuses the workspace without zeroing it."""
         tl.store(self._slot_ptrs(self.sched.program_id(), (k_begin == 0).to(tl.int32)), acc)
         tl.debug_barrier()
         counter = self.counters + (tile_id - self.sched.full_tiles())
         done = tl.atomic_add(counter, k_end - k_begin, sem="acq_rel", scope="gpu")
-        return done + (k_end - k_begin) == self.sched.iters_per_tile()
+        complete = done + (k_end - k_begin) == self.sched.iters_per_tile()
+        tl.store(counter, 0, mask=complete)
+        return complete
 
     @triton.jit
     def total(self, tile_id):
