@@ -155,8 +155,8 @@ class Schedule:
 
     @property
     def consumer_warps(self) -> int:
-        """Warps doing MMA = 4 · num_warpgroups (Triton's ``num_warps`` for a kernel without
-        a separate producer)."""
+        """Warps doing MMA = 4 · num_warpgroups (a backend may launch more:
+        ``tlgemm.triton.launch.triton_warps``)."""
         return 4 * self.num_warpgroups
 
     # ---- chainable primitives (each returns a new, validated Schedule) ----------------

@@ -1,6 +1,7 @@
 """Host-side argument rules both backends' launchers share (torch only): dtype classes, the
 output dtype rule, scale/bias vectors, the block-scaled GEMM's operand rules, and a tensor's
-launch signature with the bounded caches keyed by it, a CUDA device's limits. Errors name
+launch signature with the bounded caches keyed by it, a CUDA device's limits, the Stream-K
+workspaces kept per stream. Errors name
 the argument: TypeError for a wrong type or dtype, ValueError otherwise."""
 
 import functools
@@ -118,3 +119,21 @@ def cuda_limits(device) -> tuple[int, int]:
     of host time, more than a cached launch's own checks."""
     index = device if isinstance(device, int) else device.index
     return _limits_of(torch.cuda.current_device() if index is None else index)
+
+
+#: The Stream-K launchers' workspaces per (device, stream, key): see ``stream_workspace``.
+_STREAM_WORKSPACES: dict[tuple, tuple[torch.Tensor, ...]] = {}
+
+
+def stream_workspace(device, key: tuple, build, *args) -> tuple[torch.Tensor, ...]:
+    """``build(*args)``'s tensors for a launch on ``device``'s current stream (CUDA; on the CPU,
+    where the Triton interpreter runs, one per key), built once and kept for the process's
+    life: no allocation and no memset per call. The Stream-K kernels leave their flags or
+    counters zero when they finish, and launches on one stream run in order, so no two use
+    a workspace at once."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+    full_key = (device, stream, *key)
+    workspace = _STREAM_WORKSPACES.get(full_key)
+    if workspace is None:
+        workspace = _STREAM_WORKSPACES[full_key] = build(*args)
+    return workspace

@@ -1,11 +1,12 @@
 """CPU: the TileLang launcher's copy rule (operand orientation, TMA alignment padding) keeps
-the product exact, and its validation names the argument."""
+the product exact, its validation names the argument, and its Stream-K workspaces are kept."""
 
 import pytest
 import torch
 
 from tlgemm.schedules import Schedule
 from tlgemm.tilelang import blockscaled_bmm, blockscaled_matmul, bmm, matmul
+from tlgemm.tilelang import launch
 from tlgemm.tilelang.launch import _orientation, _oriented, _output_route
 
 
@@ -111,3 +112,18 @@ def test_output_route(swap, out, M, N, route):
                "column": torch.empty(shape[::-1], dtype=torch.bfloat16).t(),
                "strided": torch.empty((shape[0], 2 * shape[1]), dtype=torch.bfloat16)[:, ::2]}
     assert _output_route(M, N, swap, buffers[out], 8) == route
+
+
+def test_streamk_workspace_is_kept_per_stream_and_shape():
+    """``_streamk_workspace`` (through ``tlgemm._checks.stream_workspace``): one (partials, flags)
+    per stream and shape, flags zero, the same tensors again for the next launch (the kernel
+    leaves the flags zero, so none is allocated or cleared per call). On the CPU, as the CUDA
+    path needs a device, the stream part of the key is None."""
+    cpu = torch.device("cpu")
+    partials, flags = launch._streamk_workspace(cpu, 132, 128, 64, torch.float32)
+    assert partials.shape == (132, 128, 64) and partials.dtype == torch.float32
+    assert flags.dtype == torch.int32 and flags.tolist() == [0] * 132
+    again = launch._streamk_workspace(cpu, 132, 128, 64, torch.float32)
+    assert again[0] is partials and again[1] is flags
+    other = launch._streamk_workspace(cpu, 132, 128, 64, torch.int32)
+    assert other[0] is not partials and other[0].dtype == torch.int32

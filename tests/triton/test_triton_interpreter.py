@@ -12,6 +12,7 @@ import torch
 import triton.language as tl
 from triton.language.core import _aggregate
 
+from tlgemm._checks import _STREAM_WORKSPACES
 from tlgemm.schedules import (
     Schedule,
     chiplet_transform,
@@ -181,7 +182,7 @@ def test_streamk_reuses_its_workspace(interp, generator):
         out = poisoned((M, N), torch.float32, "cpu")
         interp.triton.streamk_matmul(a, b, s, out=out)
         assert_gemm_close(out, reference_gemm(a, b), torch.float32)
-        (partials, counters), = [w for k, w in interp.triton.launch._WORKSPACES.items() if k[2:6] == (4, 32, 32, 6)]
+        (partials, counters), = [w for k, w in _STREAM_WORKSPACES.items() if k[2:7] == ("triton", 4, 32, 32, 6)]
         assert partials.shape == (4, 2, 32, 32) and counters.tolist() == [0] * 6
 
 

@@ -41,7 +41,7 @@ import torch
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import SCALE_BLOCK as _SCALE_BLOCK
-from tlgemm._checks import blockscaled_problem, cuda_limits, output_dtype, remember, signature, vector
+from tlgemm._checks import blockscaled_problem, cuda_limits, output_dtype, remember, signature, stream_workspace, vector
 from tlgemm import schedules
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
 
@@ -294,21 +294,17 @@ def _entry(kernel):
     return module.main
 
 
-#: Stream-K workspaces per (device, stream, programs, tile, dtype): see ``_streamk_workspace``.
-_WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+def _new_streamk_workspace(device, programs: int, block_m: int, block_n: int, dtype):
+    return (torch.empty((programs, block_m, block_n), dtype=dtype, device=device),
+            torch.zeros(programs, dtype=torch.int32, device=device))
 
 
 def _streamk_workspace(device, programs: int, block_m: int, block_n: int, dtype):
-    """(partials, flags) of a Stream-K launch on ``device``'s current stream: allocated once
-    per stream and shape, flags zeroed then. The kernel sets each flag it consumes back to 0
-    (kernels.streamk_gemm), so the next launch finds them zero without a memset; launches on
-    one stream run in order, so no two use a workspace at once. Kept for the process's life."""
-    key = (device, torch.cuda.current_stream(device).cuda_stream, programs, block_m, block_n, dtype)
-    workspace = _WORKSPACES.get(key)
-    if workspace is None:
-        workspace = _WORKSPACES[key] = (torch.empty((programs, block_m, block_n), dtype=dtype, device=device),
-                                        torch.zeros(programs, dtype=torch.int32, device=device))
-    return workspace
+    """(partials, flags) of a Stream-K launch on ``device``'s current stream
+    (``tlgemm._checks.stream_workspace``): flags zeroed once; the kernel sets each flag it
+    consumes back to 0 (kernels.streamk_gemm), so the next launch finds them zero."""
+    return stream_workspace(device, ("tilelang", programs, block_m, block_n, dtype), _new_streamk_workspace,
+                            device, programs, block_m, block_n, dtype)
 
 
 class _Launch:

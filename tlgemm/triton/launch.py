@@ -39,7 +39,8 @@ from triton.runtime.errors import OutOfResources
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import SCALE_BLOCK, blockscaled_problem, by_signature, cuda_limits, output_dtype, vector
+from tlgemm._checks import (SCALE_BLOCK, blockscaled_problem, by_signature, cuda_limits, output_dtype,
+                             stream_workspace, vector)
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, resolve_num_sms
 
 from .kernels import (
@@ -321,24 +322,17 @@ def persistent_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None,
     return g.out
 
 
-#: Stream-K workspaces per (device, stream, programs, tile, Stream-K tiles, dtype).
-_WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+def _new_streamk_workspace(device, programs: int, block_m: int, block_n: int, streamk_tiles: int, dtype):
+    return (torch.empty((programs, 2, block_m, block_n), dtype=dtype, device=device),
+            torch.zeros(streamk_tiles, dtype=torch.int32, device=device))
 
 
 def _streamk_workspace(device, programs: int, schedule: Schedule, dtype):
-    """(partials, counters) of a Stream-K launch on ``device``'s current stream (CUDA), or of
-    any launch on the CPU (the interpreter): allocated once, counters zeroed then; the kernel
-    leaves them zero (``StreamKWorkspace.publish``), and launches on one stream run in order,
-    so no two use a workspace at once. Kept for the process's life (no allocation and no
-    memset per call)."""
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
-    key = (device, stream, programs, schedule.block_m, schedule.block_n, schedule.streamk_tiles, dtype)
-    workspace = _WORKSPACES.get(key)
-    if workspace is None:
-        workspace = _WORKSPACES[key] = (
-            torch.empty((programs, 2, schedule.block_m, schedule.block_n), dtype=dtype, device=device),
-            torch.zeros(schedule.streamk_tiles, dtype=torch.int32, device=device))
-    return workspace
+    """(partials, counters) of a Stream-K launch on ``device``'s current stream
+    (``tlgemm._checks.stream_workspace``): counters zeroed once; the completing program of each
+    split tile sets its counter back to 0 (``StreamKWorkspace.publish``)."""
+    shape = (programs, schedule.block_m, schedule.block_n, schedule.streamk_tiles, dtype)
+    return stream_workspace(device, ("triton", *shape), _new_streamk_workspace, device, *shape)
 
 
 def streamk_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None, bias=None,
