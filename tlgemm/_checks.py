@@ -84,17 +84,18 @@ def remember(cache: dict, key, value) -> None:
     cache[key] = value
 
 
-def by_signature(cache: dict, key: tuple, tensors: tuple, build):
+def by_signature(cache: dict, key: tuple, tensors: tuple, build=None):
     """``build()``, remembered in ``cache`` under ``key`` and the ``signature`` of each of
     ``tensors``: a later call with the same signature gets it without building (validating)
     again. An argument that is no tensor, or a key part that is not hashable, skips the cache,
-    so that ``build()`` raises its error naming the argument."""
+    so that ``build()`` raises its error naming the argument. Without ``build``: the value
+    remembered, or None."""
     try:
         full_key = (*key, *(signature(t) for t in tensors))
         value = cache.get(full_key)
     except (AttributeError, TypeError):
         full_key = value = None
-    if value is None:
+    if value is None and build is not None:
         value = build()
         if full_key is not None:
             remember(cache, full_key, value)

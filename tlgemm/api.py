@@ -37,10 +37,11 @@ Schedule None: the autotune cache (tlgemm.autotune) entry for this GPU, backend,
 Caches   the resolved backend, schedule and kernel are kept per (op, shape bucket, N, K,
          dtypes, device, backend, schedule): a repeated call selects nothing, reads no cache
          file and validates no dtype again; it checks shapes, devices and strides, allocates
-         the output and launches. A matmul that ran on TileLang is also kept per the
-         signatures of a, b and out (shapes, strides, dtypes, device, 16-byte alignment) with
-         out_dtype, backend and schedule: a call matching one goes straight to the
-         launcher's cached launch (tlgemm.tilelang.cached_launch).
+         the output and launches. A matmul is also kept per the signatures of a, b and out
+         (shapes, strides, dtypes, device, 16-byte alignment) with out_dtype, backend and
+         schedule: a call matching one goes straight to the launcher's cached launch
+         (tlgemm.tilelang.cached_launch; tlgemm.triton.cached_launch, the compiled Triton
+         kernel, where that backend read a and b without a copy).
 torch    eager calls go straight to the kernels. Under torch.compile, and when an input
          requires grad, the same call goes through the torch.library ops
          tlgemm::matmul / addmm / bmm / scaled_mm (tlgemm.ops: fake implementations for
@@ -293,8 +294,9 @@ class _Plan:
 
 
 _PLANS: dict[tuple, _Plan] = {}
-#: Repeated tlgemm.matmul calls that ran on the TileLang backend: ``_repeat_key`` → the
-#: launcher's cached launch (tlgemm.tilelang.cached_launch), called with no other step.
+#: Repeated tlgemm.matmul calls: ``_repeat_key`` → the launcher's cached launch
+#: (tlgemm.tilelang.cached_launch, or tlgemm.triton.cached_launch where the Triton backend
+#: read both operands as given), called with no other step.
 _REPEATS: dict[tuple, Callable] = {}
 
 
@@ -506,7 +508,7 @@ def _tilelang_layout(name: str, t: torch.Tensor, K: int) -> tuple[str, str]:
 def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=None, scale_b=None, bias=None,
           repeat_key=None):
     """Plan (cached), prepare operands and output, launch. Inputs checked by _check_pair/_check_out.
-    With a ``repeat_key`` (matmul), a TileLang launch is kept in ``_REPEATS`` under it."""
+    With a ``repeat_key`` (matmul), the launch is kept in ``_REPEATS`` under it."""
     if schedule is not None:
         _check_schedule(schedule)
     device, a_dtype = a.device, a.dtype
@@ -519,14 +521,20 @@ def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=N
         plan = _make_plan(op, rows, N, K, a_dtype, b.dtype, out_dtype, device, backend, schedule, tf32)
     if out is None:
         out = torch.empty((M, N) if batch == 1 and a.ndim == 2 else (batch, M, N), dtype=plan.out_dtype, device=device)
+    given = a, b
     if plan.backend == "triton":
         a, b = _operand(a), _operand(b)
     if fresh:
         plan = _PLANS[key] = _first_launch(plan, a, b, out, scale_a, scale_b, bias)
     else:
         plan.launch(a, b, plan.schedule, out, scale_a, scale_b, bias)
-    if repeat_key is not None and plan.backend == "tilelang":
-        launch = importlib.import_module("tlgemm.tilelang").cached_launch(a, b, plan.schedule, out)
+    if repeat_key is not None:
+        if plan.backend == "tilelang":
+            launch = importlib.import_module("tlgemm.tilelang").cached_launch(a, b, plan.schedule, out)
+        elif a is given[0] and b is given[1]:  # a repeat passes the caller's operands: none may need a copy
+            launch = importlib.import_module("tlgemm.triton").cached_launch(a, b, plan.schedule, out, tf32)
+        else:
+            launch = None
         if launch is not None:
             remember(_REPEATS, repeat_key, launch)
     return out

@@ -197,6 +197,42 @@ def test_repeat_calls_reuse_the_launch_only_for_their_signature(generator):
     assert len(api._REPEATS) == 1 + len(variants)
 
 
+def test_triton_repeat_calls_launch_the_compiled_kernel(generator):
+    """A repeated Triton matmul goes straight to its compiled kernel (api._REPEATS,
+    tlgemm.triton.cached_launch), persistent and Stream-K, each call's fresh data matching
+    the reference; calls whose a, b or out differ in strides, alignment or dtype get their
+    own; an operand the backend copies (neither row- nor column-major) is never kept."""
+    from tlgemm.schedules import Schedule
+
+    api._forget_plans()
+    for schedule in (None, Schedule(block_m=64, block_n=64).streamk(10_000).persistent()):
+        for _ in range(3):
+            a, b = _operands(100, 256, 512, torch.bfloat16, "nt", generator)
+            result = tlgemm.matmul(a, b, backend="triton", schedule=schedule)
+            assert_gemm_close(result, reference_gemm(a, b), torch.bfloat16)
+    assert len(api._REPEATS) == 2
+    flat = random_operand((100 * 512 + 1,), torch.bfloat16, generator=generator, device="cuda")
+    variants = {
+        "a column-major": lambda a, b: (a.t().contiguous().t(), b, None),
+        "a misaligned": lambda a, b: (flat[1:].view(100, 512).copy_(a), b, None),
+        "out given": lambda a, b: (a, b, poisoned((100, 256), torch.bfloat16, "cuda")),
+        "out column-major": lambda a, b: (a, b, poisoned((256, 100), torch.bfloat16, "cuda").t()),
+        "out float32": lambda a, b: (a, b, poisoned((100, 256), torch.float32, "cuda")),
+    }
+    for name, make in variants.items():
+        for _ in range(3):
+            x, y, out = make(*_operands(100, 256, 512, torch.bfloat16, "nt", generator))
+            result = tlgemm.matmul(x, y, out=out, backend="triton")
+            assert out is None or result is out
+            assert_gemm_close(result, reference_gemm(x, y), result.dtype, what=name)
+    assert len(api._REPEATS) == 2 + len(variants)
+    for _ in range(2):
+        wide = random_operand((100, 1024), torch.bfloat16, generator=generator, device="cuda")[:, ::2]
+        b = _operands(100, 256, 512, torch.bfloat16, "nt", generator)[1]
+        assert_gemm_close(tlgemm.matmul(wide, b, backend="triton"), reference_gemm(wide, b), torch.bfloat16)
+    assert len(api._REPEATS) == 2 + len(variants)
+
+
 class MLP(torch.nn.Module):
     def __init__(self, d_in, d_hidden, d_out, generator):
         super().__init__()

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import tlgemm.triton as T
+from tlgemm.triton import launch as L
 from tlgemm.schedules import Schedule, num_programs, streamk_plan, tile_contributors, work
 from tlgemm.testing import assert_gemm_close, poisoned, random_operand, reference_gemm
 
@@ -147,6 +148,31 @@ def test_streamk_is_bitwise_repeatable(generator):
         again = poisoned((M, N), torch.float32, DEV)
         T.matmul(a, b, s, out=again)
         assert torch.equal(again, first), f"run {run + 2} differs from run 1"
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_repeated_calls_launch_the_kept_kernel(generator, kernel):
+    """A signature's first call keeps its compiled kernel in the plan (``launch._Plan.runners``)
+    and later calls launch it directly: each call's fresh data matches the reference on a
+    poisoned output. An operand 2 bytes off 16-byte alignment (another Triton
+    specialisation) gets a plan and a kernel of its own."""
+    M, N, K = 300, 256, 520
+    L._PLANS.clear()
+
+    def call(a):
+        b = _operand(K, N, torch.bfloat16, generator, True)
+        out = poisoned((M, N), torch.bfloat16, DEV)
+        assert T.matmul(a, b, KERNELS[kernel], out=out) is out
+        assert_gemm_close(out, reference_gemm(a, b), torch.bfloat16)
+
+    for _ in range(3):
+        call(_operand(M, K, torch.bfloat16, generator, False))
+    assert [len(plan.runners) for plan in L._PLANS.values()] == [1]
+    for _ in range(3):
+        call(random_operand((M * K + 1,), torch.bfloat16, generator=generator, device=DEV)[1:].view(M, K))
+    assert [len(plan.runners) for plan in L._PLANS.values()] == [1, 1]
+    first, second = (next(iter(plan.runners.values()))[0] for plan in L._PLANS.values())
+    assert first is not second
 
 
 @pytest.mark.parametrize("schedule", [

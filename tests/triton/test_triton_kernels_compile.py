@@ -214,7 +214,7 @@ class _Unloadable:
 def test_launch_reports_compiled_shared_memory_as_schedule_error():
     s = Schedule(block_m=128, block_n=128, block_k=64)
     with pytest.raises(ValueError, match=r"schedule: .* 262144 bytes of shared memory, more than the device's 232448") as info:
-        launch._launch(_Unloadable(OutOfResources(262144, 232448, "shared memory")), (1,), s, (), {})
+        launch._launch(_Unloadable(OutOfResources(262144, 232448, "shared memory")), 1, s, (), {}, {})
     assert isinstance(info.value.__cause__, OutOfResources)
     with pytest.raises(OutOfResources, match="threads"):
-        launch._launch(_Unloadable(OutOfResources(2048, 1024, "threads")), (1,), s, (), {})
+        launch._launch(_Unloadable(OutOfResources(2048, 1024, "threads")), 1, s, (), {}, {})

@@ -5,11 +5,12 @@ from .launch import (
     blockscaled_bmm,
     blockscaled_matmul,
     bmm,
+    cached_launch,
     matmul,
     persistent_matmul,
     schedule_trace,
     streamk_matmul,
 )
 
-__all__ = ["matmul", "persistent_matmul", "streamk_matmul", "bmm", "blockscaled_matmul", "blockscaled_bmm",
-           "schedule_trace"]
+__all__ = ["matmul", "persistent_matmul", "streamk_matmul", "bmm", "cached_launch", "blockscaled_matmul",
+           "blockscaled_bmm", "schedule_trace"]

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import torch
+from triton.compiler import CompiledKernel
 from triton.runtime.errors import OutOfResources
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
@@ -53,7 +54,7 @@ from .kernels import (
 from .shim import interpreting
 
 __all__ = [
-    "matmul", "persistent_matmul", "streamk_matmul", "bmm", "blockscaled_matmul", "blockscaled_bmm",
+    "matmul", "persistent_matmul", "streamk_matmul", "bmm", "cached_launch", "blockscaled_matmul", "blockscaled_bmm",
     "schedule_trace", "operand_ring_bytes", "check_shared_memory", "shared_memory_limit",
     "default_blockscaled_schedule", "SCALE_BLOCK",
 ]
@@ -92,17 +93,33 @@ def shared_memory_limit(device: torch.device) -> int | None:
     return cuda_limits(device)[1]
 
 
-def _launch(kernel, grid, schedule, args, meta):
-    """kernel[grid](*args, **meta); Triton's shared-memory OutOfResources (raised when the
-    compiled kernel is loaded) becomes a ValueError naming ``schedule``."""
+def _launch(kernel, grid: int, schedule, args, meta, runners: dict):
+    """kernel[(grid,)](*args, **meta); Triton's shared-memory OutOfResources (raised when the
+    compiled kernel is loaded) becomes a ValueError naming ``schedule``.
+
+    ``runners`` belongs to a validated plan, whose calls all specialise the kernel alike
+    (same dtypes, sizes, strides, None arguments and 16-byte alignment: the plan's
+    ``tlgemm._checks.signature`` key). The first launch on a device keeps the compiled
+    kernel there; later ones call it directly (``CompiledKernel[grid]``, with the
+    compile-time arguments appended in the kernel's parameter order), skipping
+    ``JITFunction.run``'s argument binding and cache lookup: 19.5 against 8.3 us of host
+    time a launch on an H100 host (benchmarks/results/host_overhead.md)."""
+    entry = runners.get((kernel, torch.cuda.current_device())) if runners else None
+    if entry is not None:
+        runner, constants = entry
+        runner(*args, *constants)
+        return
     try:
-        kernel[grid](*args, **meta)
+        compiled = kernel[(grid,)](*args, **meta)
     except OutOfResources as error:
         if error.name != "shared memory":
             raise
         raise ValueError(
             f"schedule: {schedule} compiles to a kernel using {error.required} bytes of shared memory, more than "
             f"the device's {error.limit}; use smaller blocks or fewer stages") from error
+    if isinstance(compiled, CompiledKernel):
+        constants = tuple(meta[name] for name in kernel.arg_names[len(args):])
+        runners[(kernel, torch.cuda.current_device())] = (compiled[(grid, 1, 1)], constants)
 
 
 # ---- validation ------------------------------------------------------------------------------
@@ -199,6 +216,7 @@ class _Plan:
     scaled: bool
     epilogue_strides: tuple
     meta: dict = field(hash=False, compare=False)
+    runners: dict = field(default_factory=dict, hash=False, compare=False)  # ``_launch``'s compiled kernels
 
 
 #: Validated GEMM plans per call signature (bounded: ``tlgemm._checks.remember``).
@@ -277,7 +295,7 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32,
     return SimpleNamespace(
         out=out, M=plan.M, N=plan.N, K=plan.K, batch=plan.batch, P=plan.P,
         epilogue=(sa, sb, None if bias is None else bias.reshape(-1)), epilogue_strides=plan.epilogue_strides,
-        meta=plan.meta)
+        meta=plan.meta, runners=plan.runners)
 
 
 def triton_warps(schedule: Schedule) -> int:
@@ -318,8 +336,41 @@ def persistent_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None,
         raise ValueError("schedule: streamk_tiles > 0 needs streamk_matmul (or matmul)")
     g = _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms)
     if g.P:
-        _launch(persistent_gemm_kernel, (g.P,), schedule, _args_2d(a, b, g), g.meta)
+        _launch(persistent_gemm_kernel, g.P, schedule, _args_2d(a, b, g), g.meta, g.runners)
     return g.out
+
+
+def cached_launch(a, b, schedule, out, allow_tf32=False):
+    """The launch that ``matmul(a, b, schedule, out=out, allow_tf32=allow_tf32)`` (no
+    scales, bias, out_dtype or num_sms) ran on the current device, once a call with these
+    argument signatures has run there, else None. Called as ``launch(a2, b2, out2)`` with
+    tensors of the same signatures, it repeats that call without validating again: the
+    compiled kernel with the arguments the signatures fix (tlgemm.matmul does so);
+    ``out2=None`` allocates the output, which serves exactly when ``out`` was a fresh
+    ``torch.empty`` of the result. If the current device has changed, it takes ``matmul``'s
+    whole path."""
+    plan = by_signature(_PLANS, (False, schedule, None, allow_tf32, None), (a, b, out, None, None, None))
+    if plan is None or not plan.P or plan.scaled or _INTERPRETED:
+        return None
+    kernel = streamk_gemm_kernel if schedule.streamk_tiles else persistent_gemm_kernel
+    device = torch.cuda.current_device()
+    entry = plan.runners.get((kernel, device))
+    if entry is None:
+        return None
+    runner, constants = entry
+    sizes = (plan.M, plan.N, plan.K, *a.stride(), *b.stride(), *out.stride(), *plan.epilogue_strides, *constants)
+    acc_dtype = torch.int32 if plan.meta["QUANTIZED"] else torch.float32
+
+    def launch(a, b, out):
+        if torch.cuda.current_device() != device:
+            return matmul(a, b, schedule, out=out, allow_tf32=allow_tf32)
+        target = torch.empty(plan.shape, dtype=plan.out_dtype, device=a.device) if out is None else out
+        if schedule.streamk_tiles:
+            runner(a, b, target, None, None, None, *_streamk_workspace(a.device, plan.P, schedule, acc_dtype), *sizes)
+        else:
+            runner(a, b, target, None, None, None, *sizes)
+        return target
+    return launch
 
 
 def _new_streamk_workspace(device, programs: int, block_m: int, block_n: int, streamk_tiles: int, dtype):
@@ -345,8 +396,8 @@ def streamk_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, sc
         acc_dtype = torch.int32 if g.meta["QUANTIZED"] else torch.float32
         partials, counters = _streamk_workspace(g.out.device, g.P, schedule, acc_dtype)
         args = _args_2d(a, b, g)
-        _launch(streamk_gemm_kernel, (g.P,), schedule, (*args[:6], partials, counters, *args[6:]),
-                dict(g.meta, STREAMK_TILES=schedule.streamk_tiles))
+        _launch(streamk_gemm_kernel, g.P, schedule, (*args[:6], partials, counters, *args[6:]),
+                dict(g.meta, STREAMK_TILES=schedule.streamk_tiles), g.runners)
     return g.out
 
 
@@ -368,7 +419,7 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
     if g.P:
         args = (a, b, g.out, *g.epilogue, g.batch, g.M, g.N, g.K, *a.stride(), *b.stride(), *g.out.stride(),
                 *g.epilogue_strides)
-        _launch(batched_gemm_kernel, (g.P,), schedule, args, g.meta)
+        _launch(batched_gemm_kernel, g.P, schedule, args, g.meta, g.runners)
     return g.out
 
 
@@ -412,13 +463,14 @@ class _BlockScaledLaunch:
     out_dtype: torch.dtype
     scalars: tuple
     meta: dict = field(hash=False, compare=False)
+    runners: dict = field(default_factory=dict, hash=False, compare=False)  # ``_launch``'s compiled kernels
 
     def __call__(self, a, b, scale_a, scale_b, out, bias):
         if out is None:
             out = torch.empty(self.shape, dtype=self.out_dtype, device=a.device)
         if self.grid:
             args = (a, b, out, scale_a, scale_b, None if bias is None else bias.reshape(-1), *self.scalars)
-            _launch(blockscaled_gemm_kernel, (self.grid,), self.schedule, args, self.meta)
+            _launch(blockscaled_gemm_kernel, self.grid, self.schedule, args, self.meta, self.runners)
         return out
 
 
