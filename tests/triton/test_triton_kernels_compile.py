@@ -218,3 +218,11 @@ def test_launch_reports_compiled_shared_memory_as_schedule_error():
     assert isinstance(info.value.__cause__, OutOfResources)
     with pytest.raises(OutOfResources, match="threads"):
         launch._launch(_Unloadable(OutOfResources(2048, 1024, "threads")), 1, s, (), {}, {})
+
+
+def test_dense_kernels_do_not_specialise_on_m():
+    """M = 1 compiled as a constant ran up to 2.6x slower (benchmarks/results/triton_persistent.md):
+    the persistent and Stream-K kernels take M as a plain runtime integer."""
+    for kernel in (persistent_gemm_kernel, streamk_gemm_kernel):
+        (m,) = (p for p in kernel.params if p.name == "M")
+        assert m.do_not_specialize, kernel.fn.__name__
