@@ -11,7 +11,9 @@ The persistent and Stream-K kernels do not specialise on M. Triton compiles an i
 equal to 1 as a constant; with M = 1 the wrapped row indices of A's tile (``Tile.layout``:
 rm % M) are then all known to be 0, and on an H100 that kernel ran up to 2.6x slower than the
 one compiled for any M (8 of 20 rows of LLM weights at M = 1 1.44-2.59x faster without the
-specialisation, 10 within 0.91-1.02x; benchmarks/results/triton_persistent.md).
+specialisation, 10 within 0.91-1.02x; benchmarks/results/triton_persistent.md). What the
+specialisation told the compiler otherwise, M's divisibility, comes with the other sizes' and
+the strides' in ``DIVISORS`` (the launcher's ``divisor`` of each; ``stages.aligned``).
 """
 
 import triton
@@ -20,6 +22,7 @@ import triton.language as tl
 from .stages import (
     GemmContext,
     ScheduleContext,
+    aligned,
     make_bias_view,
     make_group_scale_view,
     make_output_view,
@@ -36,9 +39,13 @@ def persistent_gemm_kernel(
     stride_as, stride_bs, stride_bias,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
     RASTER: tl.constexpr, NUM_SMS: tl.constexpr, NUM_XCDS: tl.constexpr, CHUNK_SIZE: tl.constexpr,
-    EVEN_K: tl.constexpr, QUANTIZED: tl.constexpr, ALLOW_TF32: tl.constexpr,
+    DIVISORS: tl.constexpr, EVEN_K: tl.constexpr, QUANTIZED: tl.constexpr, ALLOW_TF32: tl.constexpr,
 ):
     """C = epilogue(A · B); program p runs tiles p, p + NUM_SMS, ... whole."""
+    M, N, K = aligned(M, DIVISORS[0]), aligned(N, DIVISORS[1]), aligned(K, DIVISORS[2])
+    stride_am, stride_ak = aligned(stride_am, DIVISORS[3]), aligned(stride_ak, DIVISORS[4])
+    stride_bk, stride_bn = aligned(stride_bk, DIVISORS[5]), aligned(stride_bn, DIVISORS[6])
+    stride_cm, stride_cn = aligned(stride_cm, DIVISORS[7]), aligned(stride_cn, DIVISORS[8])
     tensorA = make_tensor_view(A, M, K, stride_am, stride_ak)
     tensorB = make_tensor_view(B, K, N, stride_bk, stride_bn)
     tensorC = make_output_view(C, M, N, stride_cm, stride_cn)
@@ -63,10 +70,15 @@ def streamk_gemm_kernel(
     stride_as, stride_bs, stride_bias,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
     RASTER: tl.constexpr, NUM_SMS: tl.constexpr, NUM_XCDS: tl.constexpr, CHUNK_SIZE: tl.constexpr,
-    STREAMK_TILES: tl.constexpr, EVEN_K: tl.constexpr, QUANTIZED: tl.constexpr, ALLOW_TF32: tl.constexpr,
+    STREAMK_TILES: tl.constexpr, DIVISORS: tl.constexpr, EVEN_K: tl.constexpr, QUANTIZED: tl.constexpr,
+    ALLOW_TF32: tl.constexpr,
 ):
     """C = epilogue(A · B): whole tiles persistently, then this program's contiguous share
     of the last STREAMK_TILES tiles' K-iterations; split tiles are fixed up in ``partials``."""
+    M, N, K = aligned(M, DIVISORS[0]), aligned(N, DIVISORS[1]), aligned(K, DIVISORS[2])
+    stride_am, stride_ak = aligned(stride_am, DIVISORS[3]), aligned(stride_ak, DIVISORS[4])
+    stride_bk, stride_bn = aligned(stride_bk, DIVISORS[5]), aligned(stride_bn, DIVISORS[6])
+    stride_cm, stride_cn = aligned(stride_cm, DIVISORS[7]), aligned(stride_cn, DIVISORS[8])
     tensorA = make_tensor_view(A, M, K, stride_am, stride_ak)
     tensorB = make_tensor_view(B, K, N, stride_bk, stride_bn)
     tensorC = make_output_view(C, M, N, stride_cm, stride_cn)
@@ -105,10 +117,16 @@ def batched_gemm_kernel(
     stride_as, stride_bs, stride_bias,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
     RASTER: tl.constexpr, NUM_SMS: tl.constexpr, NUM_XCDS: tl.constexpr, CHUNK_SIZE: tl.constexpr,
-    EVEN_K: tl.constexpr, QUANTIZED: tl.constexpr, ALLOW_TF32: tl.constexpr,
+    DIVISORS: tl.constexpr, EVEN_K: tl.constexpr, QUANTIZED: tl.constexpr, ALLOW_TF32: tl.constexpr,
 ):
     """C[b] = epilogue(A[b] · B[b]) for b < BATCH; the BATCH · tiles tiles are dealt out
     persistently, batch-major. A batch stride of 0 reuses one operand for every b."""
+    M, N, K = aligned(M, DIVISORS[0]), aligned(N, DIVISORS[1]), aligned(K, DIVISORS[2])
+    stride_am, stride_ak = aligned(stride_am, DIVISORS[3]), aligned(stride_ak, DIVISORS[4])
+    stride_bk, stride_bn = aligned(stride_bk, DIVISORS[5]), aligned(stride_bn, DIVISORS[6])
+    stride_cm, stride_cn = aligned(stride_cm, DIVISORS[7]), aligned(stride_cn, DIVISORS[8])
+    stride_ab, stride_bb = aligned(stride_ab, DIVISORS[9]), aligned(stride_bb, DIVISORS[10])
+    stride_cb = aligned(stride_cb, DIVISORS[11])
     scale_view = make_scale_view(A_scale, B_scale, M, N, stride_as, stride_bs) if A_scale is not None else None
     bias_view = make_bias_view(bias, N, stride_bias) if bias is not None else None
 

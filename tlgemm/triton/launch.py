@@ -272,8 +272,12 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
             P = _grid_size(batch * num_tiles(M, N, schedule), schedule, num_sms, device)
         else:
             P = num_programs(M, N, K, schedule, _num_sms(schedule, num_sms, device))
+    c_strides = out.stride() if out is not None else torch.empty(shape, device="meta").stride()
+    sizes = (M, N, K, *a.stride()[-2:], *b.stride()[-2:], *c_strides[-2:])
+    if batched:
+        sizes += (a.stride(0), b.stride(0), c_strides[0])
     return _Plan(shape, out_dtype, M, N, K, batch, P, scaled, (sa_stride, sb_stride, bias_stride),
-                 kernel_meta(schedule, P, K, quantized=a.dtype == torch.int8, allow_tf32=allow_tf32))
+                 kernel_meta(schedule, P, K, quantized=a.dtype == torch.int8, allow_tf32=allow_tf32, sizes=sizes))
 
 
 def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms, *, batched=False):
@@ -306,12 +310,21 @@ def triton_warps(schedule: Schedule) -> int:
     return max(schedule.consumer_warps, 8) if schedule.block_m >= 256 else schedule.consumer_warps
 
 
-def kernel_meta(schedule, num_programs, K, *, quantized, allow_tf32=False):
+def divisor(value: int) -> int:
+    """The largest power of two, at most 16, that divides ``value`` (0: 16); for 1, which
+    Triton compiles as a constant, 1 (``stages.aligned``)."""
+    return 16 if value == 0 else min(16, value & -value)
+
+
+def kernel_meta(schedule, num_programs, K, *, quantized, allow_tf32=False, sizes=None):
     """Compile-time arguments of the GEMM kernels for ``schedule`` launched on
-    ``num_programs`` programs (``triton_warps``)."""
+    ``num_programs`` programs (``triton_warps``). ``sizes``: M, N, K and the A, B and C
+    strides in the kernel's argument order (am, ak, bk, bn, cm, cn, then the batched kernel's
+    ab, bb, cb), passed as their ``divisor``s (None: no claim beyond Triton's own)."""
     return dict(BLOCK_M=schedule.block_m, BLOCK_N=schedule.block_n, BLOCK_K=schedule.block_k,
                 GROUP_SIZE_M=schedule.group_size_m, RASTER=schedule.raster, NUM_SMS=num_programs,
                 NUM_XCDS=schedule.num_xcds, CHUNK_SIZE=schedule.chunk_size,
+                DIVISORS=(1,) * 12 if sizes is None else tuple(divisor(v) for v in sizes),
                 EVEN_K=K > 0 and K % schedule.block_k == 0, QUANTIZED=quantized, ALLOW_TF32=allow_tf32,
                 num_warps=triton_warps(schedule), num_stages=schedule.num_stages)
 

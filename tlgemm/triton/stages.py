@@ -321,6 +321,21 @@ def make_input_view(ptr, rows, cols, stride_row, stride_col):
 
 
 @triton.jit
+def aligned(value, divisor: tl.constexpr):
+    """``value`` (a size or stride the launcher found divisible by ``divisor``, a power of two;
+    1: no claim) rewritten as (value // divisor) · divisor, which Triton's alignment analysis
+    knows to be a multiple of ``divisor``. Triton specialises an int argument only on
+    divisibility by 16 (and ignores ``tl.multiple_of`` on an argument), so without it a size or
+    row stride of, e.g., 1000 counts as unaligned: the wrapped tile indices (``Tile.layout``:
+    rk % K) lose their contiguity and the K loop's loads, no longer vectorisable, run outside
+    its cp.async pipeline."""
+    if divisor > 1:
+        return (value // divisor) * divisor
+    else:
+        return value
+
+
+@triton.jit
 def make_tensor_view(ptr, rows, cols, stride_row, stride_col):
     """Alias of ``make_input_view``."""
     return InputView(ptr, rows, cols, stride_row, stride_col)
