@@ -152,9 +152,8 @@ def test_bmm_every_dtype(generator, shape, dtype):
     layouts = torch.randint(0, 2, (3,), generator=generator).tolist()  # A, B column-major; B broadcast
     a = _operand(B, M, K, a_dtype, generator, bool(layouts[0]))
     b = _operand(B, K, N, b_dtype, generator, bool(layouts[1]), broadcast=bool(layouts[2]))
-    s = BMM.tensorize(32) if a_dtype.itemsize == 4 else BMM  # see test_triton_gpu.schedule_for
     out = poisoned((B, M, N), out_dtype, DEV)
-    T.bmm(a, b, s, out=out, allow_tf32=tf32)
+    T.bmm(a, b, BMM, out=out, allow_tf32=tf32)
     ref = torch.stack([reference_gemm(a[i], b[i]) for i in range(B)])
     if tol == torch.int8:
         assert torch.equal(out.cpu().long(), ref.cpu().long()), f"layouts={layouts}: int8 bmm not exact"

@@ -444,27 +444,28 @@ class GemmContext:
         """Sum of the K-steps [k_begin, k_end) of ``out_tile`` from a zero accumulator.
 
         The operand pointers of step k_begin come from ``tile_ptrs`` once per call and then
-        advance by block_k along K; only the last K-step (K // block_k, unless even_k) is
-        masked. Hoisting the wrapped indices out of the K loop keeps them out of the loop
-        body when Triton fuses this loop with a persistent tile loop (FuseNestedLoops runs
-        before loop-invariant code motion).
+        advance by block_k along K. Hoisting the wrapped indices out of the K loop keeps them
+        out of the loop body when Triton fuses this loop with a persistent tile loop
+        (FuseNestedLoops runs before loop-invariant code motion). Unless even_k, every step's
+        loads are masked along K (k < K), so that the partial last step stays inside the
+        loop's software pipeline: taken after the loop as a separate masked step, it loaded
+        synchronously and ran the kernel 4-5x slower (benchmarks/results/triton_persistent.md).
         """
         acc = self.init_accumulator()
-        if self.even_k:
-            k_full = k_end
-        else:
-            k_full = tl.minimum(k_end, A.cols // self.block_k)
         a_ptrs, _ = A.tile_ptrs(Tile(out_tile.pid_m, k_begin, self.block_m, self.block_k))
         b_ptrs, _ = B.tile_ptrs(Tile(k_begin, out_tile.pid_n, self.block_k, self.block_n))
-        for k in range(k_begin, k_full):
-            a = tl.load(a_ptrs, cache_modifier=self.cache_modifier_a)
-            b = tl.load(b_ptrs, cache_modifier=self.cache_modifier_b)
+        rk = tl.arange(0, self.block_k)
+        for k in range(k_begin, k_end):
+            if self.even_k:
+                a = tl.load(a_ptrs, cache_modifier=self.cache_modifier_a)
+                b = tl.load(b_ptrs, cache_modifier=self.cache_modifier_b)
+            else:
+                left = A.cols - k * self.block_k
+                a = tl.load(a_ptrs, mask=rk[None, :] < left, other=0.0, cache_modifier=self.cache_modifier_a)
+                b = tl.load(b_ptrs, mask=rk[:, None] < left, other=0.0, cache_modifier=self.cache_modifier_b)
             acc = self._mma(a, b, acc)
             a_ptrs += self.block_k * A.stride_col
             b_ptrs += self.block_k * B.stride_row
-        if not self.even_k:
-            if k_end > k_full:
-                acc = self.reduce_tile(A, B, out_tile, k_full, acc, boundary=True)
         return acc
 
     @triton.jit
