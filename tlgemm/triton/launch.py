@@ -371,7 +371,7 @@ def cached_launch(a, b, schedule, out, allow_tf32=False):
     if entry is None:
         return None
     runner, constants = entry
-    sizes = (plan.M, plan.N, plan.K, *a.stride(), *b.stride(), *out.stride(), *plan.epilogue_strides, *constants)
+    trailing = (plan.M, plan.N, plan.K, *a.stride(), *b.stride(), *out.stride(), *plan.epilogue_strides, *constants)
     acc_dtype = torch.int32 if plan.meta["QUANTIZED"] else torch.float32
 
     def launch(a, b, out):
@@ -379,9 +379,10 @@ def cached_launch(a, b, schedule, out, allow_tf32=False):
             return matmul(a, b, schedule, out=out, allow_tf32=allow_tf32)
         target = torch.empty(plan.shape, dtype=plan.out_dtype, device=a.device) if out is None else out
         if schedule.streamk_tiles:
-            runner(a, b, target, None, None, None, *_streamk_workspace(a.device, plan.P, schedule, acc_dtype), *sizes)
+            runner(a, b, target, None, None, None, *_streamk_workspace(a.device, plan.P, schedule, acc_dtype),
+                   *trailing)
         else:
-            runner(a, b, target, None, None, None, *sizes)
+            runner(a, b, target, None, None, None, *trailing)
         return target
     return launch
 
