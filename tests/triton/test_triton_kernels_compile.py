@@ -259,9 +259,10 @@ def test_divisor():
     assert [launch.divisor(v) for v in (0, 1, 2, 3, 8, 24, 1000, 1001, 4096)] == [16, 1, 2, 1, 8, 8, 8, 1, 16]
 
 
-def test_dense_kernels_do_not_specialise_on_m():
-    """M = 1 compiled as a constant ran up to 2.6x slower (benchmarks/results/triton_persistent.md):
-    the persistent and Stream-K kernels take M as a plain runtime integer."""
+def test_dense_kernels_do_not_specialise_on_sizes():
+    """M = 1 or N = 1 compiled as a constant ran up to 2.6x slower (benchmarks/results/
+    triton_persistent.md): the persistent and Stream-K kernels take M, N and K as plain runtime
+    integers (their divisibility comes in DIVISORS)."""
     for kernel in (persistent_gemm_kernel, streamk_gemm_kernel):
-        (m,) = (p for p in kernel.params if p.name == "M")
-        assert m.do_not_specialize, kernel.fn.__name__
+        for size in (p for p in kernel.params if p.name in ("M", "N", "K")):
+            assert size.do_not_specialize, (kernel.fn.__name__, size.name)

@@ -7,13 +7,14 @@ inputs (QUANTIZED = int8 with int32 accumulation) and an optional epilogue: ``A_
 pointer is a compile-time None, so the unused epilogue steps are not compiled in. The
 block-scaled kernel takes FP8 A [M, K] and B stored [N, K] with group-wise scales.
 
-The persistent and Stream-K kernels do not specialise on M. Triton compiles an int argument
-equal to 1 as a constant; with M = 1 the wrapped row indices of A's tile (``Tile.layout``:
-rm % M) are then all known to be 0, and on an H100 that kernel ran up to 2.6x slower than the
-one compiled for any M (8 of 20 rows of LLM weights at M = 1 1.44-2.59x faster without the
-specialisation, 10 within 0.91-1.02x; benchmarks/results/triton_persistent.md). What the
-specialisation told the compiler otherwise, M's divisibility, comes with the other sizes' and
-the strides' in ``DIVISORS`` (the launcher's ``divisor`` of each; ``stages.aligned``).
+The persistent and Stream-K kernels do not specialise on M, N or K. Triton compiles an int
+argument equal to 1 as a constant; with M = 1 the wrapped row indices of A's tile
+(``Tile.layout``: rm % M) are then all known to be 0, and on an H100 that kernel ran up to
+2.6x slower than the one compiled for any M (8 of 20 rows of LLM weights at M = 1 1.44-2.59x
+faster without the specialisation, 10 within 0.91-1.02x), and N = 1 up to 1.9x slower
+(benchmarks/results/triton_persistent.md). What the specialisation told the compiler
+otherwise, each size's divisibility, comes with the strides' in ``DIVISORS`` (the launcher's
+``divisor`` of each; ``stages.aligned``).
 """
 
 import triton
@@ -32,7 +33,7 @@ from .stages import (
 )
 
 
-@triton.jit(do_not_specialize=["M"])
+@triton.jit(do_not_specialize=["M", "N", "K"])
 def persistent_gemm_kernel(
     A, B, C, A_scale, B_scale, bias, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
@@ -63,7 +64,7 @@ def persistent_gemm_kernel(
         tensorC.store(acc, out_tile, scale=scale_view, bias=bias_view)
 
 
-@triton.jit(do_not_specialize=["M"])
+@triton.jit(do_not_specialize=["M", "N", "K"])
 def streamk_gemm_kernel(
     A, B, C, A_scale, B_scale, bias, partials, counters, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
