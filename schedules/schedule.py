@@ -155,8 +155,7 @@ class Schedule:
 
     @property
     def consumer_warps(self) -> int:
-        """Warps doing MMA = 4 · num_warpgroups (a backend may launch more:
-        ``tlgemm.triton.launch.triton_warps``)."""
+        """Warps doing MMA = 4 · num_warpgroups (a backend may launch more warps than this)."""
         return 4 * self.num_warpgroups
 
     # ---- chainable primitives (each returns a new, validated Schedule) ----------------

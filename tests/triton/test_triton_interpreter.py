@@ -322,3 +322,44 @@ def test_under_real_triton_interpret_env():
     env = dict(os.environ, TRITON_INTERPRET="1")
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0 and "interpreted ok" in result.stdout, result.stderr[-4000:]
+
+
+@pytest.mark.parametrize("streamk", [False, True], ids=["persistent", "streamk"])
+def test_cached_launch_passes_what_the_full_path_passes(interp, monkeypatch, generator, streamk):
+    """``tlgemm.triton.cached_launch`` (the repeat of a call, straight to the compiled kernel)
+    hands the kernel the same arguments as ``matmul``'s whole path for tensors of the same
+    signatures, its compile-time ones in the kernel's parameter order: each path's launch is
+    recorded instead of run (the CUDA-only parts stand in for a device)."""
+    L = interp.triton.launch
+    s = Schedule(block_m=32, block_n=32, block_k=32).persistent(4)
+    s = s.streamk(3) if streamk else s
+    kernel = L.streamk_gemm_kernel if streamk else L.persistent_gemm_kernel
+    full = []
+    monkeypatch.setattr(L, "_PLANS", {})
+    monkeypatch.setattr(L, "_launch", lambda k, grid, schedule, args, meta, runners: full.append((k, args, meta)))
+
+    def operands():
+        return (random_operand((96, 200), torch.float32, generator=generator),
+                random_operand((200, 64), torch.float32, generator=generator).T.contiguous().T,
+                torch.empty((96, 64), dtype=torch.float32))
+
+    a, b, out = operands()
+    L.matmul(a, b, s, out=out)
+    (k, args, meta), = full
+    assert k is kernel
+    constants = tuple(meta[name] for name in kernel.arg_names[len(args):])
+    (plan,) = L._PLANS.values()
+    recorded = []
+    plan.runners[(kernel, 0)] = (lambda *values: recorded.append(values), constants)
+    monkeypatch.setattr(L, "_INTERPRETED", False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    launch = L.cached_launch(a, b, s, out)
+    a2, b2, out2 = operands()
+    assert launch(a2, b2, out2) is out2
+    L.matmul(a2, b2, s, out=out2)
+    expected = (*full[1][1], *constants)
+    (values,) = recorded
+    assert len(values) == len(expected)
+    for got, want in zip(values, expected):
+        assert got is want if isinstance(want, torch.Tensor) else got == want
+

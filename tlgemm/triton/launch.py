@@ -371,7 +371,8 @@ def cached_launch(a, b, schedule, out, allow_tf32=False):
     if entry is None:
         return None
     runner, constants = entry
-    trailing = (plan.M, plan.N, plan.K, *a.stride(), *b.stride(), *out.stride(), *plan.epilogue_strides, *constants)
+    args = _args_2d(a, b, _prepare(a, b, schedule, out, None, None, None, None, allow_tf32, None))
+    epilogue, trailing = args[3:6], (*args[6:], *constants)  # the arguments the signatures fix
     acc_dtype = torch.int32 if plan.meta["QUANTIZED"] else torch.float32
 
     def launch(a, b, out):
@@ -379,10 +380,9 @@ def cached_launch(a, b, schedule, out, allow_tf32=False):
             return matmul(a, b, schedule, out=out, allow_tf32=allow_tf32)
         target = torch.empty(plan.shape, dtype=plan.out_dtype, device=a.device) if out is None else out
         if schedule.streamk_tiles:
-            runner(a, b, target, None, None, None, *_streamk_workspace(a.device, plan.P, schedule, acc_dtype),
-                   *trailing)
+            runner(a, b, target, *epilogue, *_streamk_workspace(a.device, plan.P, schedule, acc_dtype), *trailing)
         else:
-            runner(a, b, target, None, None, None, *trailing)
+            runner(a, b, target, *epilogue, *trailing)
         return target
     return launch
 
