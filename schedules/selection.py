@@ -43,7 +43,8 @@ cuts N into tiles that fill the last wave or feed the tensor cores better, e.g. 
 128x144 for M = 1024 and 2048 and 128x176 for M = 4096, 1.19-1.41x the powers of two on the H100,
 benchmarks/results/dense_block_n.md; the Triton backend and bmm take only powers of two,
 ``tlgemm.api.runs_schedule``); one consumer warpgroup per 128x128 fp32 accumulators (at most 2);
-block_k = one 128-byte swizzle row; as many stages as the shared memory holds (≤ MAX_STAGES,
+block_k = one 128-byte swizzle row; tiles in groups of ``raster_group`` tile rows (the
+wave's smallest operand footprint); as many stages as the shared memory holds (≤ MAX_STAGES,
 ≥ 2), or more (up to MAX_LATENCY_STAGES) where the refill bound makes that more than 1% faster:
 the fewest stages within 1% of the fastest (for 16 < M <= 128 by t_sm, where the HBM floor would
 hide the refill bound). swap-AB is considered for M ≤ 64 (the kernel
@@ -61,6 +62,7 @@ wins by that margin across the bucket (``_serving_the_bucket``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ._checks import check_int
@@ -189,6 +191,18 @@ class Selection:
                  "  time_us     sm_us    hbm_us  mode           tiles  busy sm_eff padded smem_kb  schedule"]
         lines += ["  " + c.row() for c in self.candidates[:12]]
         return "\n".join(lines)
+
+
+def raster_group(block_m: int, block_n: int, num_sms: int) -> int:
+    """Tile rows per group of the grouped raster "m" (``Schedule.group_size_m``) whose wave of
+    num_sms tiles reads the fewest operand rows: G rows of A tiles and num_sms / G columns of B
+    tiles hold G·block_m + (num_sms / G)·block_n rows of K, least at G = √(num_sms·block_n /
+    block_m). Each K slice of those rows comes from HBM about once a wave, so fewer rows is
+    fewer HBM bytes, and under the power limit that do_bench's back-to-back calls reach, less
+    energy per FLOP. On the H100 (132 SMs, 128x256 tiles, G = 16 against the former 8):
+    DRAM reads 0.68-0.92x at 4096³ to 8192³ (ncu) and 1.005-1.041x by do_bench on all
+    eight bf16 and fp8 rows measured (benchmarks/results/raster_group.md)."""
+    return max(1, round(math.sqrt(num_sms * block_n / block_m)))
 
 
 def _pow2_ceil(x: int) -> int:
@@ -394,7 +408,8 @@ def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int
                 if warpgroups > 2 or bm % (WGMMA_M * warpgroups):
                     continue  # each consumer warpgroup owns block_m / warpgroups >= 64 rows
                 one = Schedule(block_m=bm, block_n=bn, block_k=block_k, num_stages=1,
-                               num_warpgroups=warpgroups, is_swap_ab=swap)
+                               num_warpgroups=warpgroups, is_swap_ab=swap,
+                               group_size_m=raster_group(bm, bn, num_sms))
                 per_stage = (bm + bn) * block_k * in_bytes
                 fitting = (smem_bytes - shared_memory_bytes(one, types)) // per_stage + 1
                 if fitting < 2:

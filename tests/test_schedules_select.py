@@ -1,10 +1,13 @@
 """tlgemm.schedules.select: the analytical choice on the benchmark shapes (run with -s to see the
 chosen schedules), its explanation, and its input checks."""
 
+from dataclasses import replace
+
 import pytest
 
 from tlgemm.schedules import (
     Schedule,
+    tile_coords,
     Selection,
     canonical_dtype,
     gemm_dtypes,
@@ -18,7 +21,7 @@ from tlgemm.schedules.selection import (CLOCK_GHZ, HBM_BYTES_PER_CLK, L2_BYTES, 
                                         MAX_LATENCY_STAGES, MAX_STAGES, OTHER_WIDTH_MARGIN, STAGES_TOLERANCE,
                                         STREAMING_HBM_BYTES_PER_CLK, STREAMING_WIDTH_MARGIN, SWAP_AB_CHARGE_CLK,
                                         WAVES_MIN_M, WEIGHT_STREAM_MAX_M, _in_waves, _score, _streamk_rereads,
-                                        width_margin)
+                                        raster_group, width_margin)
 
 H100_SMS = 132
 H100_SMEM = 227 * 1024  # max dynamic shared memory per block on sm_90
@@ -266,6 +269,30 @@ def test_large_m_does_not_swap_and_a_full_wave_stays_data_parallel():
     best = sel.candidates[0]
     assert best.mode == "data-parallel" and best.tiles == 132 and best.sm_efficiency == 1.0
     assert best.schedule.block_m * best.schedule.block_n == 128 * 256
+
+
+def wave_rows(M, N, s, num_sms):
+    """Operand rows the first wave of num_sms tiles reads, from the host raster itself: its
+    distinct tile rows times block_m plus its distinct tile columns times block_n."""
+    coords = [tile_coords(t, M, N, s) for t in range(num_sms)]
+    return len({m for m, _ in coords}) * s.block_m + len({n for _, n in coords}) * s.block_n
+
+
+@pytest.mark.parametrize("bm, bn", [(128, 256), (128, 128), (128, 224), (256, 128)])
+def test_raster_group_gives_the_wave_its_fewest_operand_rows(bm, bn):
+    s = Schedule(block_m=bm, block_n=bn, is_persistent=True)
+    rows = {g: wave_rows(8192, 8192, replace(s, group_size_m=g), H100_SMS) for g in range(1, 33)}
+    chosen = rows[raster_group(bm, bn, H100_SMS)]
+    assert chosen <= 1.05 * min(rows.values()), (chosen, min(rows.values()))  # whole tiles: the optimum moves
+    assert chosen < rows[4] and chosen <= rows[8]
+
+
+def test_select_takes_the_raster_group():
+    assert raster_group(128, 256, H100_SMS) == 16 and raster_group(128, 128, H100_SMS) == 11
+    assert raster_group(64, 16, 1) == 1
+    for M, N, K in ((4096, 4096, 4096), (4096, 7168, 16384), (16, 4096, 4096), (2048, 2112, 7168)):
+        s = select(M, N, K, "bfloat16", H100_SMS, H100_SMEM)
+        assert s.group_size_m == raster_group(s.block_m, s.block_n, H100_SMS)
 
 
 def test_smem_budget_is_respected():
