@@ -24,8 +24,10 @@ Layout   (the copy rule; explain() lists each copy) Triton: a matrix is read as 
          K's rows are not, and the result goes through a temporary when N's rows are not or
          `out` is not a dense row-major matrix. bmm's operands must also be dense across the
          batch (its 3-D TMA box): another batch stride, a broadcast (0) one included, is
-         copied once. "auto" takes Triton when K or N rows are not 16-byte aligned, so those
-         padding copies happen only with backend="tilelang".
+         copied once. "auto" keeps TileLang when K or N rows are not 16-byte aligned: with its
+         copies it ran 1.2-69x faster on the H100 than the Triton kernels (which load such
+         rows without vectors) on 16 of 17 calls measured, 0.87x on the other
+         (benchmarks/results/unaligned_rows.md).
 Size     the kernels index in int32: a tensor holding 2**31 elements or more is an error; an
          operand spanning that many (a sparse view) but holding fewer is copied compactly.
 Backend  "auto": TileLang on sm_90 (Hopper) when tlgemm.tilelang has the kernel, Triton
@@ -341,8 +343,8 @@ def _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32) -> tuple[str
             hard = f"tlgemm.tilelang does not import here ({err})"
     size_in, size_out = a_dtype.itemsize, out_dtype.itemsize
     if (K * size_in) % 16 or (N * size_in) % 16 or (N * size_out) % 16:
-        soft = (f"rows of K={K} or N={N} elements are not 16-byte aligned, which TMA needs "
-                "(TileLang would pad K or go through a temporary output)")
+        soft = (f"rows of K={K} or N={N} elements are not 16-byte aligned, which TMA needs: "
+                "TileLang pads K or goes through a temporary output (copies)")
     return hard, soft
 
 
@@ -419,8 +421,8 @@ def _make_plan(op, M, N, K, a_dtype, b_dtype, out_dtype, device, backend, schedu
     if backend == "tilelang" and hard:
         raise ValueError(f"backend: 'tilelang' cannot run this: {hard}")
     if backend == "auto":
-        name = "triton" if hard or soft else "tilelang"
-        info["backend"] = f"auto: {hard or soft}" if name == "triton" else f"auto: {target.arch} is Hopper"
+        name = "triton" if hard else "tilelang"
+        info["backend"] = f"auto: {hard}" if hard else f"auto: {target.arch} is Hopper" + (f"; {soft}" if soft else "")
     else:
         name = backend
         info["backend"] = "given by the caller" + (f"; {soft}" if name == "tilelang" and soft else "")

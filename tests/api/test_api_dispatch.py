@@ -34,17 +34,17 @@ def test_auto_takes_tilelang_on_hopper_and_triton_elsewhere(fake_gpu, generator)
     assert len(fake_gpu.triton.calls) == 2
 
 
-def test_auto_avoids_tilelang_padding_and_missing_kernels(fake_gpu, generator):
+def test_auto_keeps_tilelang_for_unaligned_rows_and_avoids_missing_kernels(fake_gpu, generator):
     a, b = _ab(64, 64, 60, generator=generator)  # K rows of 120 bytes: not 16-byte aligned
     tlgemm.matmul(a, b)
-    assert len(fake_gpu.triton.calls) == 1 and not fake_gpu.tilelang.calls
-    tlgemm.matmul(a, b, backend="tilelang")
-    assert len(fake_gpu.tilelang.calls) == 1
+    assert len(fake_gpu.tilelang.calls) == 1 and not fake_gpu.triton.calls
+    reason = tlgemm.explain(a, b).reasons[0]
+    assert "Hopper" in reason and "not 16-byte aligned" in reason and "pads K" in reason
     x, y = torch.randn(2, 16, 32, dtype=torch.bfloat16), torch.randn(2, 32, 16, dtype=torch.bfloat16)
     tlgemm.bmm(x, y)
     assert fake_gpu.tilelang.calls[-1][0] == "bmm"
     tlgemm.bmm(x[..., :30], y[:, :30])  # K rows of 60 bytes
-    assert fake_gpu.triton.calls[-1][0] == "bmm"
+    assert fake_gpu.tilelang.calls[-1][0] == "bmm" and not fake_gpu.triton.calls
     del fake_gpu.tilelang.module.bmm
     api._forget_plans()
     with pytest.raises(ValueError, match=r"'tilelang' cannot run this: tlgemm\.tilelang has no bmm kernel"):

@@ -147,6 +147,24 @@ def test_scaled_mm_block_wise(backend, generator):
     assert_gemm_close(out, ref, E4M3)
 
 
+@pytest.mark.parametrize("M, N, K", [(100, 72, 1001), (300, 1001, 512), (16, 1001, 1001)])
+def test_auto_runs_unaligned_rows_on_tilelang_with_its_copies(M, N, K, generator):
+    """K or N rows that are not 16-byte aligned: "auto" keeps TileLang on Hopper (K zero-padded,
+    the result through a temporary), into a poisoned out that is itself unaligned."""
+    _need("tilelang")
+    a, b = _operands(M, N, K, torch.bfloat16, "nt", generator)
+    assert tlgemm.explain(a, b).backend == "tilelang"
+    out = poisoned((M, N), torch.bfloat16, "cuda")
+    assert tlgemm.matmul(a, b, out=out) is out
+    assert_gemm_close(out, reference_gemm(a, b), torch.bfloat16, what=f"auto {M}x{N}x{K}")
+    x = random_operand((3, M, K), torch.bfloat16, generator=generator, device="cuda")
+    y = random_operand((3, K, N), torch.bfloat16, generator=generator, device="cuda")
+    assert tlgemm.explain(x, y).backend == "tilelang"
+    out3 = poisoned((3, M, N), torch.bfloat16, "cuda")
+    assert tlgemm.bmm(x, y, out=out3) is out3
+    assert_gemm_close(out3, x.double() @ y.double(), torch.bfloat16, what=f"auto bmm {M}x{N}x{K}")
+
+
 def test_auto_backend_and_explain(generator):
     a, b = _operands(256, 512, 512, torch.bfloat16, "nt", generator)
     explanation = tlgemm.explain(a, b)

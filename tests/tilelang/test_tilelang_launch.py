@@ -43,6 +43,25 @@ def test_orientation_keeps_the_product(generator, shape, dtype, layouts):
     torch.testing.assert_close(product, a.double() @ b.double(), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype, K, pad", [(torch.bfloat16, 1001, 23), (torch.bfloat16, 4001, 31),
+                                           (torch.bfloat16, 4040, 0), (torch.float8_e4m3fn, 4001, 95),
+                                           (torch.float32, 30, 2), (torch.bfloat16, 64, 0)])
+def test_k_padding_fills_whole_128_byte_rows(dtype, K, pad):
+    """K rows that TMA cannot read (not 16-byte multiples) are zero-padded to whole 128-byte rows:
+    16-byte rows that straddle lines ran 1.4-2.0x slower on the H100. Rows TMA can read are
+    not copied for alignment at all."""
+    size = dtype.itemsize
+    assert _orientation(64, K, 64, (K, 1), (1, K), True, True, size) == (
+        ("copy", "copy", pad) if pad else ("K", "K", 0))
+    if pad:
+        assert ((K + pad) * size) % 128 == 0 and pad < 128 // size
+    a = torch.randn(8, K).to(dtype)
+    b = torch.randn(K, 8).to(dtype)
+    A, B = _oriented(a, b, *_orientation(8, K, 8, a.stride(), b.stride(), True, True, size))
+    assert A.shape == (8, K + pad) and B.shape == (K + pad, 8)
+    assert A[:, K:].float().abs().sum() == 0 and B[K:].float().abs().sum() == 0
+
+
 def test_cpu_tensors_are_rejected():
     a = torch.randn(8, 8, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="a: on cpu"):

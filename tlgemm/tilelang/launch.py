@@ -10,11 +10,14 @@ one copy, documented here and by ``explain``):
   strides, MN-major fp8/int8/fp32 — WGMMA reads only K-major for those, PTX ISA 9.7.15.5.1)
   is copied once into the K-major layout.
 * TMA needs 16-byte aligned base addresses and row pitches (cuTensorMapEncodeTiled): when
-  the contiguous extent of an operand is not a multiple of 16 bytes, K is zero-padded to the
-  next such multiple for both operands (exact: the padding adds zero products; an operand
-  that is copied anyway is padded in the same copy), and C is
-  computed into a padded buffer and copied into ``out``. ``out`` that is not a dense
-  row-major [M, N] is likewise written through one temporary.
+  the contiguous extent of an operand is not a multiple of 16 bytes, K is zero-padded for
+  both operands (exact: the padding adds zero products; an operand that is copied anyway is
+  padded in the same copy), and C is computed into a padded buffer and copied into ``out``.
+  ``out`` that is not a dense row-major [M, N] is likewise written through one temporary.
+  What is padded is padded to rows of a multiple of 128 bytes (``_PITCH``), not just 16: with
+  rows 16 to 112 bytes off whole 128-byte lines the kernel ran 1.4-2.0x slower on the H100 (e.g.
+  4096x4096x4001 bf16: 366 TFLOP/s with K padded to 4008, 749 to 4032;
+  benchmarks/results/unaligned_rows.md).
 
 A swap-AB schedule (``is_swap_ab``, chosen by tlgemm.schedules.select for small M) runs the
 plain kernel on the swapped problem Cᵀ[N, M] = Bᵀ · Aᵀ, so the small M becomes WGMMA's N
@@ -59,6 +62,8 @@ _WGMMA_INPUT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "tf
                 torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2", torch.int8: "s8"}
 _STORAGE = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.int32: "int32"}
 _TMA_ALIGN = 16
+#: Row pitch of a padded operand or temporary output: whole 128-byte lines.
+_PITCH = 128
 _INT32_INDEX = 2**31
 #: Grid bound of a non-persistent schedule: min(bound, tiles) = one program per tile.
 _ONE_PROGRAM_PER_TILE = 2**31 - 1
@@ -79,7 +84,7 @@ def _orientation(M, K, N, a_stride, b_stride, a_based, b_based, size):
     operands' strides and base alignment: "K" / "MN" read as they are, "copy" = one K-major
     copy."""
     sixteen_bit = size == 2
-    pad = (-K) % (_TMA_ALIGN // size)
+    pad = (-K) % (_PITCH // size) if (K * size) % _TMA_ALIGN else 0
 
     def pitch_ok(extent):
         return (extent * size) % _TMA_ALIGN == 0
@@ -121,6 +126,11 @@ def _oriented(a, b, a_how, b_how, pad):
 def _empty_k(target, bias):
     """The result of a product with K = 0 (no launch): zeros, plus the bias row when given."""
     return target.zero_() if bias is None else target.copy_(bias.expand(target.shape))
+
+
+def _padded(extent, size):
+    """``extent`` elements of ``size`` bytes rounded up to a whole ``_PITCH`` (a temporary's rows)."""
+    return extent + (-extent) % (_PITCH // size)
 
 
 def _k_major_copy(t, pad):
@@ -450,7 +460,8 @@ def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
         workspace = (sms, schedule.block_m, schedule.block_n, torch.int32 if a.dtype == torch.int8 else torch.float32)
     # persistent_gemm without scales and bias takes A, B, C only; streamk_gemm always all
     epilogue = modes[0] is not None or vectors[2] is not None or workspace is not None
-    c_shape = (N, M + (-M) % step) if transposed else (M, N + (-N) % step)
+    size = out_dtype.itemsize
+    c_shape = (N, _padded(M, size)) if transposed else (M, _padded(N, size))
     return _Launch(_entry(kernel), (N, M) if swap else (M, N), out_dtype, swap, transposed, orientation, direct,
                    c_shape, epilogue, _placeholder(device), workspace)
 
@@ -533,7 +544,7 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
                          batched=True)
     step = _TMA_ALIGN // out_dtype.itemsize
     direct = target.is_contiguous() and N % step == 0 and target.data_ptr() % _TMA_ALIGN == 0
-    C = target if direct else torch.empty((batch, M, N + (-N) % step), dtype=out_dtype, device=device)
+    C = target if direct else torch.empty((batch, M, _padded(N, out_dtype.itemsize)), dtype=out_dtype, device=device)
     if modes[0] is not None or vectors[2] is not None:
         ones = _placeholder(device)
         kernel(A, B, C, *(ones if v is None else v for v in vectors))
@@ -838,7 +849,8 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     step = _TMA_ALIGN // out_dtype.itemsize
     direct = N % step == 0 and (out is None or (out.is_contiguous() and out.data_ptr() % _TMA_ALIGN == 0))
     workspace = (sms, schedule.block_m, schedule.block_n, torch.float32) if schedule.streamk_tiles else None
-    return _BlockScaledLaunch(_entry(_compiled_blockscaled(spec)), shape, (*batch, M, N + (-N) % step), out_dtype,
+    return _BlockScaledLaunch(_entry(_compiled_blockscaled(spec)), shape, (*batch, M, _padded(N, out_dtype.itemsize)),
+                              out_dtype,
                               a.is_contiguous() and a.data_ptr() % _TMA_ALIGN == 0,
                               b.is_contiguous() and b.data_ptr() % _TMA_ALIGN == 0, direct, _placeholder(device),
                               scale_a_copy, workspace)
@@ -847,8 +859,8 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
 class _BlockScaledLaunch:
     """What a block-scaled call derives from its arguments' signatures (the key of
     ``_BLOCKSCALED_LAUNCHES``): the kernel's entry, whether a and b are read as they are,
-    whether C is ``out`` itself (else a temporary whose rows are padded to the 16 bytes a TMA
-    store needs, ``c_shape``). Calling it copies what must be copied (a, b when not dense;
+    whether C is ``out`` itself (else a temporary ``c_shape`` whose rows are padded to whole
+    128-byte lines, ``_PITCH``; a TMA store needs 16 bytes). Calling it copies what must be copied (a, b when not dense;
     scale_a outer-dim-major when M > ``_SMALL_M`` and it is not, ``scale_a_copy``: read in
     place, a tile's scales of one K block lie a row apart, which cost up to 14% at M = 4096
     on the H100, benchmarks/results/blockscaled_small_m.md; the kernel reads every other
