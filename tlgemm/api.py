@@ -17,7 +17,10 @@ Empty    M, N, K or the batch = 0: no kernel runs. The result is empty, or zeros
 Layout   (the copy rule; explain() lists each copy) Triton: a matrix is read as it is when
          row-major or column-major (unit stride in one of its two dims, the other stride at
          least that dim's extent; any batch stride, 0 included, so an expanded batch costs no
-         copy); anything else is copied once, row-major. TileLang: its launcher's rule
+         copy); anything else is copied once, row-major. Its launcher (tlgemm.triton.launch)
+         also copies both operands K-major with K zero-padded when K's rows are not 16-byte
+         multiples, and writes a temporary when N's rows of the result are not (its kernels
+         load and store such rows element by element). TileLang: its launcher's rule
          (tlgemm.tilelang.launch): dense K-major operands (a row-major, b column-major) and,
          for 16-bit inputs, dense MN-major ones are read as they are, anything else is copied
          once to K-major; TMA needs 16-byte aligned rows, so K is zero-padded (a copy) when
@@ -481,13 +484,20 @@ def _read_once_notes(M: int, N: int, schedule: Schedule) -> list[str]:
             "the L2 evict_first hint" for name, once in (("a", a_once), ("b", b_once)) if once]
 
 
+def _triton_loads_as_vectors(t: torch.Tensor) -> bool:
+    """The Triton launcher's rule for reading an operand as it is (``loads_as_vectors``)."""
+    from tlgemm.triton.launch import loads_as_vectors
+
+    return loads_as_vectors(t)
+
+
 def _tilelang_layout(name: str, t: torch.Tensor, K: int) -> tuple[str, str]:
     """What tlgemm.tilelang's launcher does with operand ``name`` (its documented copy rule),
     and the major order ("K" or "MN") the kernel then reads; a batched operand must also be
     dense across the batch."""
     (rows, cols), (rs, cs), size = t.shape[-2:], t.stride()[-2:], t.element_size()
     based = t.data_ptr() % 16 == 0
-    pad = "; K zero-padded to 16-byte rows (a copy)" if K * size % 16 else ""
+    pad = "; K zero-padded to whole 128-byte rows (a copy)" if K * size % 16 else ""
     if t.dim() == 3 and t.shape[0] > 1 and t.stride(0) != rows * cols:
         return ("copied to K-major by the TileLang launcher (the batch stride is not one matrix, which its "
                 f"3-D TMA box needs){pad}"), "K"
@@ -869,6 +879,15 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
             why, order = _layout(t)
             state = f"{order}-major, read as it is" if why is None else f"copied once, {order}-major: {why}"
             major = "K" if (order == "row") == (name == "a") else "MN"
+            if plan.backend == "triton" and K * t.element_size() % 16:
+                state = (f"{order}-major, copied K-major by the Triton launcher with K zero-padded to whole "
+                         "128-byte rows (rows of K that are no 16-byte multiple load without vectors)")
+                major = "K"
+            elif plan.backend == "triton" and why is None and not _triton_loads_as_vectors(t):
+                state = (f"{order}-major, copied K-major by the Triton launcher (its rows along the unit stride "
+                         "are no 16-byte multiple, or its data is not 16-byte aligned: they would load without "
+                         "vectors)")
+                major = "K"
         reasons.append(f"{name} {list(t.shape)} strides {list(t.stride())}: {state}")
         majors.append(major)
     s = plan.schedule

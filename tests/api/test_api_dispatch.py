@@ -297,3 +297,15 @@ def test_a_width_no_power_of_two_gives_way_to_a_power_of_two(fake_gpu, monkeypat
     assert_gemm_close(out, reference_gemm(a, b), torch.bfloat16)
     tlgemm.matmul(a, b, backend="triton")
     assert fake_gpu.triton.calls[-1][3].has_pow2_block_n
+
+
+def test_explain_lists_the_triton_launchers_copies():
+    """explain() names the Triton launcher's copies: both operands K-major with K zero-padded
+    when K's rows are no 16-byte multiple; a row-major b whose N rows are none, K-major."""
+    meta = dict(dtype=torch.bfloat16, device="meta")
+    reasons = tlgemm.explain(torch.empty(64, 29, **meta), torch.empty(29, 64, **meta), backend="triton").reasons
+    assert sum("K zero-padded to whole 128-byte rows" in r for r in reasons) == 2
+    reasons = tlgemm.explain(torch.empty(64, 64, **meta), torch.empty(64, 21, **meta), backend="triton").reasons
+    (a_line,) = [r for r in reasons if r.startswith("a [")]
+    (b_line,) = [r for r in reasons if r.startswith("b [")]
+    assert a_line.endswith("read as it is") and "copied K-major by the Triton launcher" in b_line

@@ -218,8 +218,9 @@ def test_repeat_calls_reuse_the_launch_only_for_their_signature(generator):
 def test_triton_repeat_calls_launch_the_compiled_kernel(generator):
     """A repeated Triton matmul goes straight to its compiled kernel (api._REPEATS,
     tlgemm.triton.cached_launch), persistent and Stream-K, each call's fresh data matching
-    the reference; calls whose a, b or out differ in strides, alignment or dtype get their
-    own; an operand the backend copies (neither row- nor column-major) is never kept."""
+    the reference; calls whose a, b or out differ in strides or dtype get their own; an
+    operand that the API or the Triton launcher copies (neither row- nor column-major; rows
+    along the unit stride no 16-byte multiple; data off 16-byte alignment) is never kept."""
     from tlgemm.schedules import Schedule
 
     api._forget_plans()
@@ -230,25 +231,25 @@ def test_triton_repeat_calls_launch_the_compiled_kernel(generator):
             assert_gemm_close(result, reference_gemm(a, b), torch.bfloat16)
     assert len(api._REPEATS) == 2
     flat = random_operand((100 * 512 + 1,), torch.bfloat16, generator=generator, device="cuda")
-    variants = {
-        "a column-major": lambda a, b: (a.t().contiguous().t(), b, None),
-        "a misaligned": lambda a, b: (flat[1:].view(100, 512).copy_(a), b, None),
+    kept = {
+        "b row-major": lambda a, b: (a, b.contiguous(), None),
         "out given": lambda a, b: (a, b, poisoned((100, 256), torch.bfloat16, "cuda")),
         "out column-major": lambda a, b: (a, b, poisoned((256, 100), torch.bfloat16, "cuda").t()),
         "out float32": lambda a, b: (a, b, poisoned((100, 256), torch.float32, "cuda")),
     }
-    for name, make in variants.items():
-        for _ in range(3):
-            x, y, out = make(*_operands(100, 256, 512, torch.bfloat16, "nt", generator))
-            result = tlgemm.matmul(x, y, out=out, backend="triton")
-            assert out is None or result is out
-            assert_gemm_close(result, reference_gemm(x, y), result.dtype, what=name)
-    assert len(api._REPEATS) == 2 + len(variants)
-    for _ in range(2):
-        wide = random_operand((100, 1024), torch.bfloat16, generator=generator, device="cuda")[:, ::2]
-        b = _operands(100, 256, 512, torch.bfloat16, "nt", generator)[1]
-        assert_gemm_close(tlgemm.matmul(wide, b, backend="triton"), reference_gemm(wide, b), torch.bfloat16)
-    assert len(api._REPEATS) == 2 + len(variants)
+    copied = {
+        "a column-major, rows of 100 elements": lambda a, b: (a.t().contiguous().t(), b, None),
+        "a misaligned": lambda a, b: (flat[1:].view(100, 512).copy_(a), b, None),
+        "a strided": lambda a, b: (torch.cat([a, a], 1)[:, ::2].copy_(a), b, None),
+    }
+    for variants, count in ((kept, 2 + len(kept)), (copied, 2 + len(kept))):
+        for name, make in variants.items():
+            for _ in range(3):
+                x, y, out = make(*_operands(100, 256, 512, torch.bfloat16, "nt", generator))
+                result = tlgemm.matmul(x, y, out=out, backend="triton")
+                assert out is None or result is out
+                assert_gemm_close(result, reference_gemm(x, y), result.dtype, what=name)
+        assert len(api._REPEATS) == count, variants
 
 
 class MLP(torch.nn.Module):

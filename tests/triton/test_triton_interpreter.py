@@ -363,3 +363,45 @@ def test_cached_launch_passes_what_the_full_path_passes(interp, monkeypatch, gen
     for got, want in zip(values, expected):
         assert got is want if isinstance(want, torch.Tensor) else got == want
 
+
+
+@pytest.mark.parametrize("dtype, K, N, b_layout", [
+    (torch.bfloat16, 29, 53, "row"), (torch.float32, 30, 48, "col"), (torch.float16, 64, 21, "row"),
+    (torch.float16, 64, 21, "col"), (torch.bfloat16, 64, 1, "row")], ids=str)
+@pytest.mark.parametrize("batched", [False, True], ids=["matmul", "bmm"])
+def test_unaligned_rows_are_copied_for_vector_loads(interp, monkeypatch, generator, dtype, K, N, b_layout, batched):
+    """K rows that are no multiple of 16 bytes: the kernel gets K-major copies of both operands
+    with K zero-padded to 128-byte rows (and K itself padded). Otherwise an operand whose rows
+    along its unit stride are none (b [K, N] row-major with N = 21) is copied K-major, one
+    whose rows are (b column-major; a single column) read as it is. Results against float64
+    on a poisoned ``out``; a call that copies is never a cached launch."""
+    L = interp.triton.launch
+    s = Schedule(block_m=32, block_n=32, block_k=32).persistent(3)
+    launches = []
+    real = L._launch
+    monkeypatch.setattr(L, "_PLANS", {})
+    monkeypatch.setattr(L, "_launch", lambda k, grid, schedule, args, meta, runners: (
+        launches.append(args), real(k, grid, schedule, args, meta, runners)))
+    lead = (2,) if batched else ()
+    a = random_operand((*lead, 37, K), dtype, generator=generator)
+    b = random_operand((*lead, K, N), dtype, generator=generator)
+    if b_layout == "col":
+        b = b.mT.contiguous().mT
+    out = poisoned((*lead, 37, N), dtype, "cpu")
+    assert (L.bmm if batched else L.matmul)(a, b, s, out=out) is out
+    assert_gemm_close(out, a.double() @ b.double(), dtype)
+    (args,), size = launches, dtype.itemsize
+    A, B = args[:2]
+    pad = (K * size) % 16 != 0
+    b_copied = pad or (b_layout == "row" and N > 1 and (N * size) % 16 != 0)
+    assert A.shape[-1] == B.shape[-2] == (K + (-K) % (128 // size) if pad else K)
+    assert (A is a) == (not pad) and (B is b) == (not b_copied)
+    if b_copied:
+        assert A.stride()[-1] == 1 and B.stride()[-2] == 1, "copies K-major"
+        assert A[..., K:].abs().sum() == 0 and B[..., K:, :].abs().sum() == 0
+    if not batched:  # a compiled kernel kept for the plan, as on a GPU: only a copying call declines it
+        (plan,) = L._PLANS.values()
+        plan.runners[(L.persistent_gemm_kernel, 0)] = (lambda *values: None, ())
+        monkeypatch.setattr(L, "_INTERPRETED", False)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        assert (L.cached_launch(a, b, s, out) is None) == b_copied

@@ -23,6 +23,13 @@ naming the argument):
   compiles to more shared memory than the device has is reported as a ValueError naming
   ``schedule`` too.
 
+Operand rows that the kernels cannot load as 16-byte vectors are copied: when K's rows are
+not a multiple of 16 bytes, both operands are copied K-major with K zero-padded to whole
+128-byte rows (exact: the padding adds zero products); otherwise an operand whose rows along
+its unit-stride dimension are no 16-byte multiple, or whose data is not 16-byte aligned, is
+copied K-major. Without the copies those kernels loaded element by element: 6-25 TFLOP/s at
+an odd K, 5.5 at a [K, N] b with N = 1001, on the H100 (benchmarks/results/unaligned_rows.md).
+
 The launchers validate a call once per argument signature (shapes, strides, dtypes, device:
 ``tlgemm._checks.signature``) and keep what they derived for later calls with the same
 signature, as the TileLang launchers do.
@@ -56,7 +63,7 @@ from .shim import interpreting
 __all__ = [
     "matmul", "persistent_matmul", "streamk_matmul", "bmm", "cached_launch", "blockscaled_matmul", "blockscaled_bmm",
     "schedule_trace", "operand_ring_bytes", "check_shared_memory", "shared_memory_limit",
-    "default_blockscaled_schedule", "SCALE_BLOCK",
+    "default_blockscaled_schedule", "SCALE_BLOCK", "loads_as_vectors",
 ]
 
 _INTERPRETED = interpreting()
@@ -215,12 +222,48 @@ class _Plan:
     P: int
     scaled: bool
     epilogue_strides: tuple
+    copies: tuple  # (a, b): copied K-major with K zero-padded to the kernel's K (module docstring)
     meta: dict = field(hash=False, compare=False)
     runners: dict = field(default_factory=dict, hash=False, compare=False)  # ``_launch``'s compiled kernels
 
 
 #: Validated GEMM plans per call signature (bounded: ``tlgemm._checks.remember``).
 _PLANS: dict = {}
+
+_VECTOR_BYTES = 16
+#: Row pitch of a padded operand or temporary output: whole 128-byte lines.
+_PITCH = 128
+
+
+def _padded(extent: int, size: int) -> int:
+    """``extent`` elements of ``size`` bytes rounded up to a whole ``_PITCH``."""
+    return extent + (-extent) % (_PITCH // size)
+
+
+def loads_as_vectors(t: torch.Tensor) -> bool:
+    """Whether the kernels can load ``t`` [.., rows, cols] as 16-byte vectors along a unit-stride
+    dimension: its data 16-byte aligned and its rows along that dimension 16-byte multiples
+    (a matrix with neither stride 1 is read as it is, element by element)."""
+    rs, cs = t.stride()[-2:]
+    rows, cols = t.shape[-2:]
+    if cs == 1 and cols > 1:
+        pitch = rs if rows > 1 else 0
+    elif rs == 1 and rows > 1:
+        pitch = cs if cols > 1 else 0
+    else:
+        return True
+    return t.data_ptr() % _VECTOR_BYTES == 0 and (pitch * t.element_size()) % _VECTOR_BYTES == 0
+
+
+def _k_major_copy(t: torch.Tensor, k_run: int, operand: str) -> torch.Tensor:
+    """Operand ``t`` (a [.., M, K] or b [.., K, N]) as a fresh K-major copy with K zero-padded
+    to ``k_run`` (returned in t's logical orientation)."""
+    kmajor = t if operand == "a" else t.mT
+    *lead, rows, K = kmajor.shape
+    copy = torch.empty((*lead, rows, k_run), dtype=t.dtype, device=t.device)
+    copy[..., :K].copy_(kmajor)
+    copy[..., K:].zero_()
+    return copy if operand == "a" else copy.mT
 
 
 @functools.lru_cache(maxsize=None)
@@ -230,7 +273,8 @@ def _ones(device: torch.device) -> torch.Tensor:
 
 
 def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms, batched) -> _Plan:
-    """Validate a GEMM (``batched``: one per leading index) and derive its ``_Plan``."""
+    """Validate a GEMM (``batched``: one per leading index) and derive its ``_Plan``: the
+    kernel's K and strides are those of the operand copies it reads (module docstring)."""
     ndim = 3 if batched else 2
     _check_tensor("a", a, ndim)
     _check_tensor("b", b, ndim)
@@ -272,19 +316,25 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
             P = _grid_size(batch * num_tiles(M, N, schedule), schedule, num_sms, device)
         else:
             P = num_programs(M, N, K, schedule, _num_sms(schedule, num_sms, device))
+    K_run = _padded(K, a.element_size()) if (K * a.element_size()) % _VECTOR_BYTES else K
+    copies = (True, True) if K_run != K else (not loads_as_vectors(a), not loads_as_vectors(b))
+    lead = shape[:-2]
+    a_strides = torch.empty((*lead, M, K_run), device="meta").stride() if copies[0] else a.stride()
+    b_strides = torch.empty((*lead, N, K_run), device="meta").mT.stride() if copies[1] else b.stride()
     c_strides = out.stride() if out is not None else torch.empty(shape, device="meta").stride()
-    sizes = (M, N, K, *a.stride()[-2:], *b.stride()[-2:], *c_strides[-2:])
+    sizes = (M, N, K_run, *a_strides[-2:], *b_strides[-2:], *c_strides[-2:])
     if batched:
-        sizes += (a.stride(0), b.stride(0), c_strides[0])
-    return _Plan(shape, out_dtype, M, N, K, batch, P, scaled, (sa_stride, sb_stride, bias_stride),
-                 kernel_meta(schedule, P, K, quantized=a.dtype == torch.int8, allow_tf32=allow_tf32, sizes=sizes))
+        sizes += (a_strides[0], b_strides[0], c_strides[0])
+    return _Plan(shape, out_dtype, M, N, K_run, batch, P, scaled, (sa_stride, sb_stride, bias_stride), copies,
+                 kernel_meta(schedule, P, K_run, quantized=a.dtype == torch.int8, allow_tf32=allow_tf32, sizes=sizes))
 
 
 def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms, *, batched=False):
     """A GEMM's ``_Plan`` (validated once per argument signature, ``tlgemm._checks.signature``,
     then kept: validation costs the host more than Triton's own launch) bound to this call's
-    tensors: a namespace with out (allocated when None), the epilogue vectors, their strides,
-    sizes, grid size P and meta."""
+    tensors: a namespace with out (allocated when None), the operands the kernel reads (a and
+    b: K-major copies where the plan says so), the epilogue vectors, their strides, sizes, grid
+    size P and meta."""
     plan = by_signature(_PLANS, (batched, schedule, out_dtype, allow_tf32, num_sms),
                         (a, b, out, scale_a, scale_b, bias),
                         lambda: _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms,
@@ -296,8 +346,11 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32,
         ones = _ones(a.device)
         sa = (ones if scale_a is None else scale_a).reshape(-1)
         sb = (ones if scale_b is None else scale_b).reshape(-1)
+    if plan.P:
+        a = _k_major_copy(a, plan.K, "a") if plan.copies[0] else a
+        b = _k_major_copy(b, plan.K, "b") if plan.copies[1] else b
     return SimpleNamespace(
-        out=out, M=plan.M, N=plan.N, K=plan.K, batch=plan.batch, P=plan.P,
+        out=out, a=a, b=b, M=plan.M, N=plan.N, K=plan.K, batch=plan.batch, P=plan.P,
         epilogue=(sa, sb, None if bias is None else bias.reshape(-1)), epilogue_strides=plan.epilogue_strides,
         meta=plan.meta, runners=plan.runners)
 
@@ -329,9 +382,10 @@ def kernel_meta(schedule, num_programs, K, *, quantized, allow_tf32=False, sizes
                 num_warps=triton_warps(schedule), num_stages=schedule.num_stages)
 
 
-def _args_2d(a, b, g):
+def _args_2d(g):
     """Arguments of the persistent and Stream-K kernels (before the workspace)."""
-    return ((a, b, g.out, *g.epilogue, g.M, g.N, g.K, *a.stride(), *b.stride(), *g.out.stride(), *g.epilogue_strides))
+    return ((g.a, g.b, g.out, *g.epilogue, g.M, g.N, g.K, *g.a.stride(), *g.b.stride(), *g.out.stride(),
+             *g.epilogue_strides))
 
 
 # ---- launchers -------------------------------------------------------------------------------
@@ -349,7 +403,7 @@ def persistent_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None,
         raise ValueError("schedule: streamk_tiles > 0 needs streamk_matmul (or matmul)")
     g = _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms)
     if g.P:
-        _launch(persistent_gemm_kernel, g.P, schedule, _args_2d(a, b, g), g.meta, g.runners)
+        _launch(persistent_gemm_kernel, g.P, schedule, _args_2d(g), g.meta, g.runners)
     return g.out
 
 
@@ -363,7 +417,7 @@ def cached_launch(a, b, schedule, out, allow_tf32=False):
     ``torch.empty`` of the result. If the current device has changed, it takes ``matmul``'s
     whole path."""
     plan = by_signature(_PLANS, (False, schedule, None, allow_tf32, None), (a, b, out, None, None, None))
-    if plan is None or not plan.P or plan.scaled or _INTERPRETED:
+    if plan is None or not plan.P or plan.scaled or any(plan.copies) or _INTERPRETED:
         return None
     kernel = streamk_gemm_kernel if schedule.streamk_tiles else persistent_gemm_kernel
     device = torch.cuda.current_device()
@@ -371,7 +425,7 @@ def cached_launch(a, b, schedule, out, allow_tf32=False):
     if entry is None:
         return None
     runner, constants = entry
-    args = _args_2d(a, b, _prepare(a, b, schedule, out, None, None, None, None, allow_tf32, None))
+    args = _args_2d(_prepare(a, b, schedule, out, None, None, None, None, allow_tf32, None))
     epilogue, trailing = args[3:6], (*args[6:], *constants)  # the arguments the signatures fix
     acc_dtype = torch.int32 if plan.meta["QUANTIZED"] else torch.float32
 
@@ -409,7 +463,7 @@ def streamk_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, sc
     if g.P:
         acc_dtype = torch.int32 if g.meta["QUANTIZED"] else torch.float32
         partials, counters = _streamk_workspace(g.out.device, g.P, schedule, acc_dtype)
-        args = _args_2d(a, b, g)
+        args = _args_2d(g)
         _launch(streamk_gemm_kernel, g.P, schedule, (*args[:6], partials, counters, *args[6:]),
                 dict(g.meta, STREAMK_TILES=schedule.streamk_tiles), g.runners)
     return g.out
@@ -431,8 +485,8 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
         raise ValueError("schedule: streamk_tiles > 0 is not implemented for bmm (use a persistent schedule)")
     g = _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms, batched=True)
     if g.P:
-        args = (a, b, g.out, *g.epilogue, g.batch, g.M, g.N, g.K, *a.stride(), *b.stride(), *g.out.stride(),
-                *g.epilogue_strides)
+        args = (g.a, g.b, g.out, *g.epilogue, g.batch, g.M, g.N, g.K, *g.a.stride(), *g.b.stride(),
+                *g.out.stride(), *g.epilogue_strides)
         _launch(batched_gemm_kernel, g.P, schedule, args, g.meta, g.runners)
     return g.out
 
