@@ -405,3 +405,17 @@ def test_unaligned_rows_are_copied_for_vector_loads(interp, monkeypatch, generat
         monkeypatch.setattr(L, "_INTERPRETED", False)
         monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
         assert (L.cached_launch(a, b, s, out) is None) == b_copied
+
+
+def test_loads_as_vectors(interp):
+    """The Triton launcher's rule for reading an operand as it is: 16-byte aligned data, rows
+    along the unit stride (and a batch's matrices) 16-byte multiples apart."""
+    rule = interp.triton.launch.loads_as_vectors
+    x = torch.empty(64, 48, dtype=torch.bfloat16)
+    assert rule(x) and rule(x.t()) and rule(x[:, :16]) and rule(x[:, ::2])
+    assert not rule(torch.empty(64, 21, dtype=torch.bfloat16)) and not rule(torch.empty(64, 21).bfloat16().t())
+    assert rule(torch.empty(64, 1, dtype=torch.bfloat16)) and rule(torch.empty(1, 21, dtype=torch.bfloat16))
+    assert not rule(torch.empty(64 * 48 + 1, dtype=torch.bfloat16)[1:].view(64, 48))
+    assert rule(torch.empty(3, 8, 16, dtype=torch.bfloat16)) and rule(torch.empty(1, 8, 16).expand(3, 8, 16))
+    batch = {pitch: torch.empty(3, pitch, dtype=torch.bfloat16)[:, :128].view(3, 8, 16) for pitch in (132, 136)}
+    assert not rule(batch[132]) and rule(batch[136])  # matrices 264 / 272 bytes apart

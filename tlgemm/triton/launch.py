@@ -231,7 +231,7 @@ class _Plan:
 _PLANS: dict = {}
 
 _VECTOR_BYTES = 16
-#: Row pitch of a padded operand or temporary output: whole 128-byte lines.
+#: Row pitch of a K-padded operand copy: whole 128-byte lines.
 _PITCH = 128
 
 
@@ -242,10 +242,13 @@ def _padded(extent: int, size: int) -> int:
 
 def loads_as_vectors(t: torch.Tensor) -> bool:
     """Whether the kernels can load ``t`` [.., rows, cols] as 16-byte vectors along a unit-stride
-    dimension: its data 16-byte aligned and its rows along that dimension 16-byte multiples
-    (a matrix with neither stride 1 is read as it is, element by element)."""
+    dimension: its data 16-byte aligned, its rows along that dimension and (batched) its
+    matrices 16-byte multiples apart (a matrix with neither stride 1 is read as it is,
+    element by element)."""
     rs, cs = t.stride()[-2:]
     rows, cols = t.shape[-2:]
+    if t.dim() == 3 and t.shape[0] > 1 and (t.stride(0) * t.element_size()) % _VECTOR_BYTES:
+        return False
     if cs == 1 and cols > 1:
         pitch = rs if rows > 1 else 0
     elif rs == 1 and rows > 1:
