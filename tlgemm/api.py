@@ -19,8 +19,8 @@ Layout   (the copy rule; explain() lists each copy) Triton: a matrix is read as 
          least that dim's extent; any batch stride, 0 included, so an expanded batch costs no
          copy); anything else is copied once, row-major. Its launcher (tlgemm.triton.launch)
          also copies both operands K-major with K zero-padded when K's rows are not 16-byte
-         multiples, and writes a temporary when N's rows of the result are not (its kernels
-         load and store such rows element by element). TileLang: its launcher's rule
+         multiples, and K-major an operand whose rows along its unit stride are not (its
+         kernels would load such rows element by element). TileLang: its launcher's rule
          (tlgemm.tilelang.launch): dense K-major operands (a row-major, b column-major) and,
          for 16-bit inputs, dense MN-major ones are read as they are, anything else is copied
          once to K-major; TMA needs 16-byte aligned rows, so K is zero-padded (a copy) when

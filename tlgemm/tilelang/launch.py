@@ -15,9 +15,9 @@ one copy, documented here and by ``explain``):
   padded in the same copy), and C is computed into a padded buffer and copied into ``out``.
   ``out`` that is not a dense row-major [M, N] is likewise written through one temporary.
   What is padded is padded to rows of a multiple of 128 bytes (``_PITCH``), not just 16: with
-  rows 16 to 112 bytes off whole 128-byte lines the kernel ran 1.4-2.0x slower on the H100 (e.g.
-  4096x4096x4001 bf16: 366 TFLOP/s with K padded to 4008, 749 to 4032;
-  benchmarks/results/unaligned_rows.md).
+  operand rows 16 to 112 bytes off whole 128-byte lines the kernel ran 1.4-2.0x slower on the
+  H100 (e.g. 4096x4096x4001 bf16: 366 TFLOP/s with K padded to 4008, 749 to 4032); C's
+  temporary measured level either way (benchmarks/results/unaligned_rows.md).
 
 A swap-AB schedule (``is_swap_ab``, chosen by tlgemm.schedules.select for small M) runs the
 plain kernel on the swapped problem Cᵀ[N, M] = Bᵀ · Aᵀ, so the small M becomes WGMMA's N
@@ -62,7 +62,7 @@ _WGMMA_INPUT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "tf
                 torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2", torch.int8: "s8"}
 _STORAGE = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.int32: "int32"}
 _TMA_ALIGN = 16
-#: Row pitch of a padded operand or temporary output: whole 128-byte lines.
+#: Row pitch of a padded operand copy or temporary output: whole 128-byte lines.
 _PITCH = 128
 _INT32_INDEX = 2**31
 #: Grid bound of a non-persistent schedule: min(bound, tiles) = one program per tile.
@@ -860,8 +860,8 @@ class _BlockScaledLaunch:
     """What a block-scaled call derives from its arguments' signatures (the key of
     ``_BLOCKSCALED_LAUNCHES``): the kernel's entry, whether a and b are read as they are,
     whether C is ``out`` itself (else a temporary ``c_shape`` whose rows are padded to whole
-    128-byte lines, ``_PITCH``; a TMA store needs 16 bytes). Calling it copies what must be copied (a, b when not dense;
-    scale_a outer-dim-major when M > ``_SMALL_M`` and it is not, ``scale_a_copy``: read in
+    128-byte lines, ``_PITCH``; a TMA store needs 16 bytes). Calling it copies what must be
+    copied (a, b when not dense; scale_a outer-dim-major when M > ``_SMALL_M`` and it is not, ``scale_a_copy``: read in
     place, a tile's scales of one K block lie a row apart, which cost up to 14% at M = 4096
     on the H100, benchmarks/results/blockscaled_small_m.md; the kernel reads every other
     scale tensor at its own strides, scale_a by TMA where ``_tma_token_scales`` allows) and
