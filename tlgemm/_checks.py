@@ -1,7 +1,7 @@
 """Host-side argument rules both backends' launchers share (torch only): dtype classes, the
 output dtype rule, scale/bias vectors, the block-scaled GEMM's operand rules, and a tensor's
 launch signature with the bounded caches keyed by it, a CUDA device's limits, the Stream-K
-workspaces kept per stream. Errors name
+workspaces kept per stream, and the zero-padded operand copies both launchers make. Errors name
 the argument: TypeError for a wrong type or dtype, ValueError otherwise."""
 
 import functools
@@ -138,3 +138,24 @@ def stream_workspace(device, key: tuple, build, *args) -> tuple[torch.Tensor, ..
     if workspace is None:
         workspace = _STREAM_WORKSPACES[full_key] = build(*args)
     return workspace
+
+
+#: Row pitch of a padded operand copy or temporary output: whole 128-byte lines. Rows 16 to
+#: 112 bytes off a line ran 1.4-2.0x slower on the H100 (benchmarks/results/unaligned_rows.md).
+PITCH = 128
+
+
+def padded(extent: int, size: int) -> int:
+    """``extent`` elements of ``size`` bytes rounded up to a whole ``PITCH``."""
+    return extent + (-extent) % (PITCH // size)
+
+
+def padded_copy(t: torch.Tensor, pad: int) -> torch.Tensor:
+    """A fresh dense [..., rows, cols + pad] copy of ``t`` (zero columns appended): one copy, at
+    a new allocation (the caching allocator aligns it to 512 bytes)."""
+    *lead, cols = t.shape
+    out = torch.empty((*lead, cols + pad), dtype=t.dtype, device=t.device)
+    out[..., :cols].copy_(t)
+    if pad:
+        out[..., cols:].zero_()
+    return out

@@ -14,10 +14,10 @@ one copy, documented here and by ``explain``):
   both operands (exact: the padding adds zero products; an operand that is copied anyway is
   padded in the same copy), and C is computed into a padded buffer and copied into ``out``.
   ``out`` that is not a dense row-major [M, N] is likewise written through one temporary.
-  What is padded is padded to rows of a multiple of 128 bytes (``_PITCH``), not just 16: with
-  operand rows 16 to 112 bytes off whole 128-byte lines the kernel ran 1.4-2.0x slower on the
-  H100 (e.g. 4096x4096x4001 bf16: 366 TFLOP/s with K padded to 4008, 749 to 4032); C's
-  temporary measured level either way (benchmarks/results/unaligned_rows.md).
+  What is padded is padded to rows of a multiple of 128 bytes (``tlgemm._checks.PITCH``), not
+  just 16: with operand rows 16 to 112 bytes off whole 128-byte lines the kernel ran 1.4-2.0x
+  slower on the H100 (e.g. 4096x4096x4001 bf16: 366 TFLOP/s with K padded to 4008, 749 to
+  4032); C's temporary measured level either way (benchmarks/results/unaligned_rows.md).
 
 A swap-AB schedule (``is_swap_ab``, chosen by tlgemm.schedules.select for small M) runs the
 plain kernel on the swapped problem Cᵀ[N, M] = Bᵀ · Aᵀ, so the small M becomes WGMMA's N
@@ -44,7 +44,9 @@ import torch
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import SCALE_BLOCK as _SCALE_BLOCK
-from tlgemm._checks import blockscaled_problem, cuda_limits, output_dtype, remember, signature, stream_workspace, vector
+from tlgemm._checks import (blockscaled_problem, cuda_limits, output_dtype, padded, remember, signature,
+                             stream_workspace, vector)
+from tlgemm._checks import padded_copy as _k_major_copy
 from tlgemm import schedules
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
 
@@ -62,8 +64,6 @@ _WGMMA_INPUT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "tf
                 torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2", torch.int8: "s8"}
 _STORAGE = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.int32: "int32"}
 _TMA_ALIGN = 16
-#: Row pitch of a padded operand copy or temporary output: whole 128-byte lines.
-_PITCH = 128
 _INT32_INDEX = 2**31
 #: Grid bound of a non-persistent schedule: min(bound, tiles) = one program per tile.
 _ONE_PROGRAM_PER_TILE = 2**31 - 1
@@ -84,7 +84,7 @@ def _orientation(M, K, N, a_stride, b_stride, a_based, b_based, size):
     operands' strides and base alignment: "K" / "MN" read as they are, "copy" = one K-major
     copy."""
     sixteen_bit = size == 2
-    pad = (-K) % (_PITCH // size) if (K * size) % _TMA_ALIGN else 0
+    pad = padded(K, size) - K if (K * size) % _TMA_ALIGN else 0
 
     def pitch_ok(extent):
         return (extent * size) % _TMA_ALIGN == 0
@@ -126,22 +126,6 @@ def _oriented(a, b, a_how, b_how, pad):
 def _empty_k(target, bias):
     """The result of a product with K = 0 (no launch): zeros, plus the bias row when given."""
     return target.zero_() if bias is None else target.copy_(bias.expand(target.shape))
-
-
-def _padded(extent, size):
-    """``extent`` elements of ``size`` bytes rounded up to a whole ``_PITCH`` (a temporary's rows)."""
-    return extent + (-extent) % (_PITCH // size)
-
-
-def _k_major_copy(t, pad):
-    """A fresh dense [..., rows, K + pad] copy of ``t`` (zero columns appended): one copy, at
-    a new allocation (the caching allocator aligns it to 512 bytes)."""
-    *lead, cols = t.shape
-    out = torch.empty((*lead, cols + pad), dtype=t.dtype, device=t.device)
-    out[..., :cols].copy_(t)
-    if pad:
-        out[..., cols:].zero_()
-    return out
 
 
 @functools.lru_cache(maxsize=None)
@@ -461,7 +445,7 @@ def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
     # persistent_gemm without scales and bias takes A, B, C only; streamk_gemm always all
     epilogue = modes[0] is not None or vectors[2] is not None or workspace is not None
     size = out_dtype.itemsize
-    c_shape = (N, _padded(M, size)) if transposed else (M, _padded(N, size))
+    c_shape = (N, padded(M, size)) if transposed else (M, padded(N, size))
     return _Launch(_entry(kernel), (N, M) if swap else (M, N), out_dtype, swap, transposed, orientation, direct,
                    c_shape, epilogue, _placeholder(device), workspace)
 
@@ -544,7 +528,7 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
                          batched=True)
     step = _TMA_ALIGN // out_dtype.itemsize
     direct = target.is_contiguous() and N % step == 0 and target.data_ptr() % _TMA_ALIGN == 0
-    C = target if direct else torch.empty((batch, M, _padded(N, out_dtype.itemsize)), dtype=out_dtype, device=device)
+    C = target if direct else torch.empty((batch, M, padded(N, out_dtype.itemsize)), dtype=out_dtype, device=device)
     if modes[0] is not None or vectors[2] is not None:
         ones = _placeholder(device)
         kernel(A, B, C, *(ones if v is None else v for v in vectors))
@@ -849,7 +833,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     step = _TMA_ALIGN // out_dtype.itemsize
     direct = N % step == 0 and (out is None or (out.is_contiguous() and out.data_ptr() % _TMA_ALIGN == 0))
     workspace = (sms, schedule.block_m, schedule.block_n, torch.float32) if schedule.streamk_tiles else None
-    return _BlockScaledLaunch(_entry(_compiled_blockscaled(spec)), shape, (*batch, M, _padded(N, out_dtype.itemsize)),
+    return _BlockScaledLaunch(_entry(_compiled_blockscaled(spec)), shape, (*batch, M, padded(N, out_dtype.itemsize)),
                               out_dtype,
                               a.is_contiguous() and a.data_ptr() % _TMA_ALIGN == 0,
                               b.is_contiguous() and b.data_ptr() % _TMA_ALIGN == 0, direct, _placeholder(device),
@@ -860,13 +844,14 @@ class _BlockScaledLaunch:
     """What a block-scaled call derives from its arguments' signatures (the key of
     ``_BLOCKSCALED_LAUNCHES``): the kernel's entry, whether a and b are read as they are,
     whether C is ``out`` itself (else a temporary ``c_shape`` whose rows are padded to whole
-    128-byte lines, ``_PITCH``; a TMA store needs 16 bytes). Calling it copies what must be
-    copied (a, b when not dense; scale_a outer-dim-major when M > ``_SMALL_M`` and it is not, ``scale_a_copy``: read in
-    place, a tile's scales of one K block lie a row apart, which cost up to 14% at M = 4096
-    on the H100, benchmarks/results/blockscaled_small_m.md; the kernel reads every other
-    scale tensor at its own strides, scale_a by TMA where ``_tma_token_scales`` allows) and
-    launches with the Stream-K workspace of the current stream (``workspace``: its programs,
-    tile and dtype; one-element placeholders without Stream-K), validating nothing again."""
+    128-byte lines, ``tlgemm._checks.PITCH``; a TMA store needs 16 bytes). Calling it copies
+    what must be copied (a, b when not dense; scale_a outer-dim-major when M > ``_SMALL_M`` and
+    it is not, ``scale_a_copy``: read in place, a tile's scales of one K block lie a row apart,
+    which cost up to 14% at M = 4096 on the H100, benchmarks/results/blockscaled_small_m.md; the
+    kernel reads every other scale tensor at its own strides, scale_a by TMA where
+    ``_tma_token_scales`` allows) and launches with the Stream-K workspace of the current stream
+    (``workspace``: its programs, tile and dtype; one-element placeholders without Stream-K),
+    validating nothing again."""
 
     __slots__ = ("entry", "shape", "c_shape", "out_dtype", "a_direct", "b_direct", "direct", "placeholder",
                  "scale_a_copy", "workspace", "no_workspace")

@@ -47,8 +47,8 @@ from triton.runtime.errors import OutOfResources
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import (SCALE_BLOCK, blockscaled_problem, by_signature, cuda_limits, output_dtype,
-                             stream_workspace, vector)
+from tlgemm._checks import (SCALE_BLOCK, blockscaled_problem, by_signature, cuda_limits, output_dtype, padded,
+                             padded_copy, stream_workspace, vector)
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, resolve_num_sms
 
 from .kernels import (
@@ -231,13 +231,6 @@ class _Plan:
 _PLANS: dict = {}
 
 _VECTOR_BYTES = 16
-#: Row pitch of a K-padded operand copy: whole 128-byte lines.
-_PITCH = 128
-
-
-def _padded(extent: int, size: int) -> int:
-    """``extent`` elements of ``size`` bytes rounded up to a whole ``_PITCH``."""
-    return extent + (-extent) % (_PITCH // size)
 
 
 def loads_as_vectors(t: torch.Tensor) -> bool:
@@ -256,17 +249,6 @@ def loads_as_vectors(t: torch.Tensor) -> bool:
     else:
         return True
     return t.data_ptr() % _VECTOR_BYTES == 0 and (pitch * t.element_size()) % _VECTOR_BYTES == 0
-
-
-def _k_major_copy(t: torch.Tensor, k_run: int, operand: str) -> torch.Tensor:
-    """Operand ``t`` (a [.., M, K] or b [.., K, N]) as a fresh K-major copy with K zero-padded
-    to ``k_run`` (returned in t's logical orientation)."""
-    kmajor = t if operand == "a" else t.mT
-    *lead, rows, K = kmajor.shape
-    copy = torch.empty((*lead, rows, k_run), dtype=t.dtype, device=t.device)
-    copy[..., :K].copy_(kmajor)
-    copy[..., K:].zero_()
-    return copy if operand == "a" else copy.mT
 
 
 @functools.lru_cache(maxsize=None)
@@ -319,7 +301,7 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
             P = _grid_size(batch * num_tiles(M, N, schedule), schedule, num_sms, device)
         else:
             P = num_programs(M, N, K, schedule, _num_sms(schedule, num_sms, device))
-    K_run = _padded(K, a.element_size()) if (K * a.element_size()) % _VECTOR_BYTES else K
+    K_run = padded(K, a.element_size()) if (K * a.element_size()) % _VECTOR_BYTES else K
     copies = (True, True) if K_run != K else (not loads_as_vectors(a), not loads_as_vectors(b))
     lead = shape[:-2]
     a_strides = torch.empty((*lead, M, K_run), device="meta").stride() if copies[0] else a.stride()
@@ -349,9 +331,10 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32,
         ones = _ones(a.device)
         sa = (ones if scale_a is None else scale_a).reshape(-1)
         sb = (ones if scale_b is None else scale_b).reshape(-1)
-    if plan.P:
-        a = _k_major_copy(a, plan.K, "a") if plan.copies[0] else a
-        b = _k_major_copy(b, plan.K, "b") if plan.copies[1] else b
+    if plan.P:  # K-major copies, K zero-padded to the kernel's K (a's rows, b's columns)
+        pad = plan.K - a.shape[-1]
+        a = padded_copy(a, pad) if plan.copies[0] else a
+        b = padded_copy(b.mT, pad).mT if plan.copies[1] else b
     return SimpleNamespace(
         out=out, a=a, b=b, M=plan.M, N=plan.N, K=plan.K, batch=plan.batch, P=plan.P,
         epilogue=(sa, sb, None if bias is None else bias.reshape(-1)), epilogue_strides=plan.epilogue_strides,
