@@ -605,6 +605,22 @@ def test_blockscaled_inputs_and_reference():
     assert relative_error(a64 @ w64.T, ref) < 1e-6  # dequantisation rounds to float32
 
 
+def test_fresh_blockscaled_inputs_quantise_new_bf16_values():
+    """fresh_blockscaled_inputs: e4m3 operands and scales of the block-scaled kernels' layouts
+    (A's scales outer-dim-major), new values on each call, dequantising to bf16 normals."""
+    from tlgemm.bench import fresh_blockscaled_inputs
+
+    torch.manual_seed(0)
+    first, second = fresh_blockscaled_inputs(3, 130, 256, device="cpu"), fresh_blockscaled_inputs(3, 130, 256,
+                                                                                                   device="cpu")
+    assert first.a.dtype == first.w.dtype == torch.float8_e4m3fn and first.out.dtype == torch.bfloat16
+    assert first.a.shape == (3, 256) and first.w.shape == (130, 256) and first.out.shape == (3, 130)
+    assert first.scale_a.shape == (3, 2) and first.scale_b.shape == (2, 2)
+    assert torch.equal(first.scale_a_mn, first.scale_a) and first.scale_a_mn.stride(0) == 1
+    assert not torch.equal(first.a, second.a) and not torch.equal(first.w, second.w)
+    w = first.w.float() * first.scale_b.repeat_interleave(128, 0).repeat_interleave(128, 1)[:130]
+    assert 0.8 < w.std().item() < 1.2  # randn values, quantised
+
 @pytest.mark.gpu
 def test_kernel_time_us_reports_each_call():
     a = torch.randn(512, 512, device="cuda")

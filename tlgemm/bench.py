@@ -408,6 +408,22 @@ def blockscaled_inputs(M: int, N: int, K: int, *, seed: int = 0, device="cuda") 
     return inp, reference(case, inp)
 
 
+def fresh_blockscaled_inputs(M: int, N: int, K: int, device="cuda") -> Inputs:
+    """A new fp8-block input set made the way the test behind DeepGEMM's published table
+    (``DEEPGEMM_H800_TFLOPS``; tests/test_core.py of that release) made one before every timed
+    call: bf16 activations and weights from randn, their bf16 product (that test's reference),
+    then both quantised (1x128 and 128x128 blocks), A's scales made outer-dim-major last. The
+    quantised weights are the last large tensor written, so the GEMM that follows finds what of
+    them fits in the L2 still there; ``kernel_time_us(..., flush=...)`` times calls this way."""
+    x = torch.randn((M, K), device=device, dtype=torch.bfloat16)
+    y = torch.randn((N, K), device=device, dtype=torch.bfloat16)
+    out = torch.empty((M, N), device=device, dtype=torch.bfloat16)
+    torch.matmul(x, y.t())
+    a, sa = quantize_fp8_blockwise(x, A_BLOCK)
+    w, sb = quantize_fp8_blockwise(y, W_BLOCK)
+    return Inputs(a, w, out, sa, sb, sa.t().contiguous().t())
+
+
 def cublas_blockwise(i: Inputs, out_dtype=torch.bfloat16, out=None) -> torch.Tensor:
     """cuBLAS's DeepSeek-style block-scaled FP8 GEMM on an fp8-block input set:
     torch._scaled_mm with A's 1x128 scales outer-dim-major and W's 128x128 ones."""
@@ -754,8 +770,9 @@ def bench_rotating(fn: Callable[[Inputs], object], sets: Sequence[Inputs], warmu
     return do_bench(lambda: fn(next(rotation)), warmup=warmup_ms, rep=rep_ms, return_mode="median")
 
 
-#: Bytes zeroed before each profiled call: DeepGEMM's ``bench_kineto`` (deep_gemm/utils.py) flushes
-#: the L2 by zeroing 8 GB (``torch.empty(...).zero_()``, a fill kernel) before each call it times.
+#: Bytes zeroed before each profiled call: the ``bench_kineto`` of DeepGEMM's later releases
+#: (deep_gemm/utils.py) flushes the L2 by zeroing 8 GB (``torch.empty(...).zero_()``, a fill
+#: kernel) before each call it times.
 PROFILE_FLUSH_BYTES = 8 * 10**9
 
 
@@ -791,9 +808,10 @@ def _gpu_activities(fn: Callable[[], object]) -> tuple[list[str], list[float]]:
 def kernel_time_us(fn: Callable[[], object], calls: int = 30, flush: Callable[[], object] | None = None) -> list[float]:
     """Device time of each of ``calls`` calls of fn, from the CUDA profiler: the summed duration
     of the GPU activities each call issues, each call after ``flush()`` (default: zeroing
-    PROFILE_FLUSH_BYTES, which evicts the L2). This is how DeepGEMM's published figures were
-    measured (``bench_kineto``: kernel duration, 8 GB zeroed before each call); unlike
-    do_bench it leaves out the launch latency between calls and the host's part of a call."""
+    PROFILE_FLUSH_BYTES, which evicts the L2). This is DeepGEMM's ``bench_kineto`` (kernel
+    duration; its later releases zero 8 GB before each call, the release of its published
+    table made new inputs instead: ``fresh_blockscaled_inputs``); unlike do_bench it leaves
+    out the launch latency between calls and the host's part of a call."""
     if flush is None:
         flush = torch.empty(PROFILE_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda").zero_
     fn()
