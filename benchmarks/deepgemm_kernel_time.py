@@ -45,7 +45,7 @@ def candidates(M: int, smem_limit: int) -> list[Schedule]:
     plain = [Schedule(block_m=64, block_n=bn, block_k=128, num_stages=8, num_warpgroups=1).persistent()
              for bn in (16, 32, 64, 128)]
     plain += [Schedule(block_m=128, block_n=bn, block_k=128, num_stages=8, num_warpgroups=2).persistent()
-              for bn in (64, 128)]
+              for bn in (16, 32, 64, 128)]
     swapped = [Schedule(block_m=bm, block_n=64, block_k=128, num_stages=8, num_warpgroups=bm // 64)
                .persistent().swap_ab() for bm in (64, 128)]
     return [blockscaled_stages_that_fit(s, BF16, smem_limit) for s in plain + swapped]
