@@ -1228,8 +1228,9 @@ def _deepgemm_table(rows: Sequence[dict]) -> list[str]:
              "TFLOP/s. DeepGEMM: its published H800 figures (README, February 2025), not measured here; "
              "tlgemm cells give the ratio to that figure. cuBLAS block-wise: torch._scaled_mm with DeepSeek-style "
              "scales; cuBLAS per-tensor: the same shape in the run's fp8 rows (per-tensor scales), where present. "
-             "DeepGEMM's figures are profiler kernel durations, these cells do_bench times of whole calls; "
-             "benchmarks/deepgemm_kernel_time.py times the table both ways.", ""]
+             "DeepGEMM's figures are profiler kernel durations on inputs made just before each call, these cells "
+             "do_bench times of whole calls on inputs evicted from the L2; benchmarks/deepgemm_kernel_time.py times "
+             "the table DeepGEMM's way too.", ""]
             + _md_table(["M", "N", "K", "DeepGEMM H800", "tlgemm TileLang", "tlgemm Triton", "cuBLAS block-wise",
                          "cuBLAS per-tensor"], body) + [""])
 
