@@ -425,25 +425,26 @@ class WGMMAEmitter:
         wg = T.shfl_sync(tx // 128, 0)
         return wg // self.warpgroups_n, wg % self.warpgroups_n
 
-    def _scale_d(self, ki: int, clear_accum):
-        """wgmma scale-d: 0 overwrites D (first K atom of a cleared tile), 1 accumulates."""
-        if ki != 0:
+    def _scale_d(self, ki: int, clear_accum, first_ki: int = 0):
+        """wgmma scale-d: 0 overwrites D (first K atom ``first_ki`` of a cleared tile), 1 accumulates."""
+        if ki != first_ki:
             return 1
         if isinstance(clear_accum, bool):
             return 0 if clear_accum else 1
         return T.Select(clear_accum, 0, 1)
 
-    def ss_atom(self, desc_a, desc_b, c_local, i: int, j: int, ki: int, clear_accum=False, a_start=0, b_start=0):
+    def ss_atom(self, desc_a, desc_b, c_local, i: int, j: int, ki: int, clear_accum=False, a_start=0, b_start=0,
+                first_ki: int = 0):
         """One ``wgmma.mma_async`` SS for instruction (i, j, ki) of this thread's warpgroup;
         ``a_start`` / ``b_start`` (16-byte units, may be PrimExprs) move the descriptors' start
-        addresses, e.g. to a ring stage."""
+        addresses, e.g. to a ring stage; ``clear_accum`` overwrites D at K atom ``first_ki``."""
         if self.a_params is None:
             raise ValueError("ss_atom: the emitter was built with a_source='register'; use rs_atom")
         self._check_atom(i, j, ki)
         a_params, b_params, shape = self.a_params, self.b_params, self.shape
         k0 = ki * shape.inst_k
         c_off = self.c_offset(i, j)
-        scale_d = self._scale_d(ki, clear_accum)
+        scale_d = self._scale_d(ki, clear_accum, first_ki)
         a_k_major = self.a_major is Major.K
         b_k_major = self.b_major is Major.K
         a_ptx, b_ptx, acc = _PTX_INPUT[self.a_type.name], _PTX_INPUT[self.b_type.name], self.accum
@@ -488,10 +489,13 @@ class WGMMAEmitter:
 
     # ---- macros: tiles ----------------------------------------------------------------
 
-    def atoms(self) -> list[tuple[int, int, int]]:
-        """The (i, j, ki) issue order of a tile: N outer, then M, K innermost."""
-        return [(i, j, ki) for j in range(self.num_inst_n) for i in range(self.num_inst_m)
-                for ki in range(self.num_k_atoms)]
+    def atoms(self, k_atoms: range | None = None) -> list[tuple[int, int, int]]:
+        """The (i, j, ki) issue order of a tile: N outer, then M, K innermost; ``k_atoms``: only
+        these K atoms (a slice of block_k, e.g. one 128-deep scale block of a 256-deep tile)."""
+        ks = range(self.num_k_atoms) if k_atoms is None else k_atoms
+        if not ks or ks.step != 1 or ks.start < 0 or ks.stop > self.num_k_atoms:
+            raise ValueError(f"k_atoms: a non-empty contiguous range within [0, {self.num_k_atoms}), got {ks!r}")
+        return [(i, j, ki) for j in range(self.num_inst_n) for i in range(self.num_inst_m) for ki in ks]
 
     def ring_descriptors(self, a_shared, b_shared):
         """Descriptors of ``a_shared`` (None when A is in registers) and ``b_shared``, allocated
@@ -508,16 +512,18 @@ class WGMMAEmitter:
         return desc_a, desc_b
 
     def ss(self, a_shared, b_shared, c_local, *, clear_accum=False, wait: int | None = 0,
-           a_stage_offset=0, b_stage_offset=0, descriptors=None):
+           a_stage_offset=0, b_stage_offset=0, descriptors=None, k_atoms: range | None = None):
         """The whole block_m x block_n x block_k tile from shared memory as one wgmma batch.
 
         fence C, arrive, all (i, j, ki) atoms, commit; then ``wait(wait)`` unless ``wait``
         is None (the caller waits later and may overlap loads, promotion or an epilogue).
         The stage offsets are bytes from the start of ``a_shared`` / ``b_shared``;
-        ``descriptors``: ``ring_descriptors(a_shared, b_shared)``, else the batch builds its own.
+        ``descriptors``: ``ring_descriptors(a_shared, b_shared)``, else the batch builds its own;
+        ``k_atoms``: only that slice of the K atoms (``atoms``), ``clear_accum`` at its first.
         """
         _check_wait(wait)
-        atoms = self.atoms()
+        atoms = self.atoms(k_atoms)
+        first_ki = atoms[0][2]
         a_start, b_start = _start_units(a_stage_offset), _start_units(b_stage_offset)
 
         @T.macro
@@ -535,7 +541,7 @@ class WGMMAEmitter:
                 self.fence_c(c_local)
                 self.arrive()
                 for i, j, ki in atoms:
-                    self.ss_atom(desc_a, desc_b, c_local, i, j, ki, clear_accum, a_start, b_start)
+                    self.ss_atom(desc_a, desc_b, c_local, i, j, ki, clear_accum, a_start, b_start, first_ki)
                 self.commit()
                 if wait is not None:
                     self.wait(wait)

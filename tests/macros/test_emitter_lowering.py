@@ -138,3 +138,18 @@ def test_stage_offsets_become_descriptor_start_units():
     assert _start_units(0) == 0 and _start_units(16384) == 1024
     with pytest.raises(ValueError, match="stage offset: 8 bytes is not a multiple of 16"):
         _start_units(8)
+
+
+def test_k_atoms_select_a_slice_of_the_tile():
+    """``atoms(k_atoms)`` keeps the issue order restricted to those K atoms (a 128-deep scale
+    block of a 256-deep e4m3 tile: atoms 4-7); an empty, strided or out-of-range slice is refused;
+    ``_scale_d`` overwrites D at the slice's first atom only."""
+    em = WGMMAEmitter("e4m3", "e4m3", "f32", block_m=64, block_n=64, block_k=256)
+    assert em.num_k_atoms == 8
+    assert em.atoms(range(4, 8)) == [(0, 0, ki) for ki in range(4, 8)]
+    assert em.atoms() == [(0, 0, ki) for ki in range(8)]
+    for bad in (range(4, 4), range(0, 8, 2), range(6, 9), range(-1, 2)):
+        with pytest.raises(ValueError, match="k_atoms"):
+            em.atoms(bad)
+    assert [em._scale_d(ki, True, 4) for ki in range(4, 8)] == [0, 1, 1, 1]
+    assert [em._scale_d(ki, False, 4) for ki in range(4, 8)] == [1, 1, 1, 1]

@@ -123,6 +123,31 @@ def test_streamk(generator, block_n, swap, streamk_tiles, M, N, K):
     assert torch.equal(first, second), f"{schedule}: two launches differ"
 
 
+@pytest.mark.parametrize("block_m, block_n, warpgroups, streamk_tiles",
+                         [(64, 64, 1, 0), (64, 16, 1, 0), (64, 48, 1, 0), (128, 64, 1, 0), (128, 128, 2, 0),
+                          (64, 64, 1, 10**6), (64, 64, 1, 3)], ids=str)
+@pytest.mark.parametrize("M, N, K", [(128, 2112, 7168), (77, 1000, 384), (300, 384, 1024), (65, 4096, 128),
+                                     (1, 200, 640)], ids=str)
+def test_two_scale_blocks_per_k_iteration(generator, block_m, block_n, warpgroups, streamk_tiles, M, N, K):
+    """block_k 256: two scale blocks per ring slot, each its own wgmma batch and promotion;
+    K an odd number of scale blocks (384, 640, 128: the last K-iteration's second half past K,
+    zero-filled by the TMA with its scales clamped in bounds), ragged M and N, plain, Stream-K
+    over all tiles or the last few; against the reference and the Triton kernel, then a second
+    launch bitwise equal to the first."""
+    from tlgemm.schedules import Schedule
+
+    schedule = Schedule(block_m=block_m, block_n=block_n, block_k=256, num_stages=4,
+                        num_warpgroups=warpgroups).persistent()
+    if streamk_tiles:
+        schedule = schedule.streamk(streamk_tiles)
+    _check_with_bias(generator, schedule, M, N, K)
+    a, b, sa, sb = _problem(generator, M, N, K)
+    first, second = (blockscaled_matmul(a, b, sa, sb, schedule, out=poisoned((M, N), torch.bfloat16, DEV))
+                     for _ in range(2))
+    assert_gemm_close(first, _expected(a, b, sa, sb), FP8, what=f"{schedule} vs reference")
+    assert torch.equal(first, second), f"{schedule}: two launches differ"
+
+
 @pytest.mark.parametrize("block_n", [16, 32, 48, 64])
 @pytest.mark.parametrize("M, N, K", [(1, 2112, 512), (7, 1000, 384), (33, 384, 1024), (64, 7168, 256)], ids=str)
 def test_swap_ab(generator, block_n, M, N, K):

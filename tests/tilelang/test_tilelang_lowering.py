@@ -308,6 +308,70 @@ def test_default_blockscaled_schedule_streams_few_tiles():
         assert default_blockscaled_schedule(M, N=N, K=K, batch=batch).streamk_tiles == 0, (M, N, K, batch)
 
 
+def test_default_blockscaled_schedule_deepens_two_row_64x64_tiles():
+    """64x64 tiles in two or more tile rows (M > 64, single GEMM, K a multiple of 256) run two
+    scale blocks per K-iteration (block_k 256) with 6 stages, Stream-K or not; every other
+    default keeps block_k 128."""
+    from tlgemm.tilelang.launch import default_blockscaled_schedule
+
+    for M, N, K in ((128, 4096, 7168), (128, 2112, 7168), (65, 4096, 2048)):
+        s = default_blockscaled_schedule(M, N=N, K=K)
+        assert (s.block_m, s.block_n, s.block_k, s.num_stages) == (64, 64, 256, 6), (M, N, K, s)
+    assert default_blockscaled_schedule(128, N=2112, K=7168).streamk_tiles == 66
+    for M, N, K, batch in ((64, 4096, 7168, 1), (64, 2112, 7168, 1), (128, 4096, 7168 - 128, 1),
+                           (128, 4096, 7168, 2), (128, 7168, 16384, 1), (4096, 7168, 16384, 1), (16, 2112, 7168, 1)):
+        assert default_blockscaled_schedule(M, N=N, K=K, batch=batch).block_k == 128, (M, N, K, batch)
+
+
+def test_blockscaled_sub_blocks_rule():
+    """block_k 256 (two scale blocks a K-iteration) only where the tile has two whole-tile
+    temporaries; any other block_k, or 256 on a split 128x256 tile, is a "schedule:" error."""
+    from tlgemm.schedules import Schedule
+    from tlgemm.tilelang.launch import blockscaled_spec
+    from tlgemm.tilelang.stages import BlockScaledContext
+
+    def schedule(bm, bn, bk, wgs=1):
+        return Schedule(block_m=bm, block_n=bn, block_k=bk, num_stages=4, num_warpgroups=wgs).persistent(132)
+
+    assert BlockScaledContext.sub_blocks_of(schedule(64, 64, 128)) == 1
+    assert BlockScaledContext.sub_blocks_of(schedule(64, 64, 256)) == 2
+    assert BlockScaledContext.sub_blocks_of(schedule(128, 128, 256, 2)) == 2
+    for bad in (schedule(64, 64, 64), schedule(128, 256, 256, 2), schedule(64, 192, 256)):
+        with pytest.raises(ValueError, match="schedule: block_k must be 128"):
+            blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, bad, 132)
+
+
+@pytest.mark.parametrize("block_n, streamk", [(64, 0), (16, 0), (64, 33)])
+def test_blockscaled_two_scale_blocks_lower(block_n, streamk):
+    """block_k 256: each ring slot holds two 128-deep halves of A and B (two TMA boxes each)
+    and both halves' scales; each half is its own wgmma batch of four k32 atoms into its own
+    temporary, the second half's descriptors 8192 bytes (512 units) further, overwriting its
+    temporary at its first atom; the slot goes back once the second half's batch retired."""
+    import tilelang
+    from tilelang import tvm
+
+    from tlgemm.schedules import Schedule
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import BLOCKSCALED_PASS_CONFIGS, blockscaled_spec
+
+    schedule = Schedule(block_m=64, block_n=block_n, block_k=256, num_stages=4, num_warpgroups=1).persistent(132)
+    if streamk:
+        schedule = schedule.streamk(streamk)
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
+                            tma_token_scales=True)
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+    with tvm.transform.PassContext(opt_level=3, config=BLOCKSCALED_PASS_CONFIGS), target:
+        src = tilelang.lower(blockscaled_gemm(spec), target=target).kernel_source
+    assert re.search(r"for \(int \w+ = 0; \w+ < max\(1, \(\(K \+ 255\) >> 8\)\); \+\+\w+\)", src)
+    assert re.search(r"tl::tma_load\(A_desc, [^;]*\(\(k \* 256\) \+ \(\w+ \* 128\)\)", src)
+    assert re.search(r"tl::tma_load\(SA_desc, [^;]*\(\(k \* 2\) \+ h\)\);", src)  # h = 0, 1
+    firsts = re.findall(r"wgmma_ss<[^>]*, 64, " + str(block_n) + r", 32, [^>]*>\(uint64_t\(desc_a \+ (.*?)\), "
+                        r"uint64_t\(desc_b[^;]*\(\(uint32_t\*\)\((v_\d+) \+ 0\)\), 0\);", src)
+    halves = {(offset.endswith("+ 512)"), temporary) for offset, temporary in firsts}
+    assert len(halves) == 2 and len({t for _, t in halves}) == 2 and {h for h, _ in halves} == {True, False}, firsts
+    assert "mma.sync" not in src
+
+
 @pytest.mark.parametrize("block_n", [16, 48])
 def test_blockscaled_swap_ab_lowers(block_n):
     """Swap-AB: B's tile is WGMMA's A (64 rows over N), the tokens its N; the token scales of

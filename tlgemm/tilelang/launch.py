@@ -604,14 +604,16 @@ def schedule_trace(M, N, K, schedule, *, num_sms=None, device="cuda"):
 def _blockscaled_smem(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
     """The GEMM's shared memory, with the block-scaled epilogue's staging
     (``BlockScaledContext.store_staging_of``), plus the staged scales (float32, in a ring of
-    stages + 1 slots: one per token of the tile and one per 128-block of weight rows it touches)."""
+    stages + 1 slots, each with the K-iteration's scale blocks: one per token of the tile and one
+    per 128-block of weight rows it touches)."""
     from .stages import BlockScaledContext
 
     chunk, buffers = schedules.store_staging(schedule.block_n)
     own_chunk, own_buffers = BlockScaledContext.store_staging_of(schedule)
     staging_saved = (chunk * buffers - own_chunk * own_buffers) * schedule.block_m * out_dtype.itemsize
     return (shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype) - staging_saved
-            + (schedule.num_stages + 1) * sum(BlockScaledContext.scale_widths_of(schedule)) * 4)
+            + (schedule.num_stages + 1) * schedule.block_k // _SCALE_BLOCK
+            * sum(BlockScaledContext.scale_widths_of(schedule)) * 4)
 
 
 #: Below this fraction of the SMs busy in the last wave, the block-scaled default halves block_n.
@@ -651,6 +653,14 @@ _EXACT_N = (144, 160, 176, 192)
 #: 1.25x (M = 16), 1.15x (M = 64) and 1.20x (M = 128) the whole-tile default; 0.99x at M = 64, N = 4096
 #: (64 tiles); 0.59-0.98x where more tiles fill the SMs (benchmarks/results/blockscaled_streamk.md).
 _STREAMK_FILL, _STREAMK_MIN_K = 0.5, 1024
+#: 64x64 tiles in two or more tile rows (M above this) take two scale blocks per K-iteration
+#: (block_k 256, ``BlockScaledContext.sub_blocks_of``) with this many stages, where K is a multiple
+#: of 256: a K-iteration costs about the same however deep at these shapes, so half as many
+#: halve that cost. On the H100 by kernel time, three interleaved rounds: 1.08x at 128x2112x7168
+#: (Stream-K) and 1.10x at 128x4096x7168 after an 8 GB memset, 1.11x and 1.13x on inputs made
+#: afresh; at M = 64 level to 0.95x after the memset, so not there
+#: (benchmarks/results/blockscaled_small_m.md).
+_DEEP_K_MIN_M, _DEEP_K_STAGES = 64, 6
 
 
 @functools.lru_cache(maxsize=4096)
@@ -669,7 +679,8 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     whose 64x64 tiles would fill at most ``_STREAMK_FILL`` of the SMs (N and K given, K at
     least ``_STREAMK_MIN_K``) runs Stream-K over all its tiles: swap-AB's for M <=
     ``_SWAP_AB_MAX_M``, else 64x64 on one warpgroup.
-    block_k is the 128-deep scale block. Without swap-AB block_n is 128, halved (down to 16) while fewer than
+    block_k is the 128-deep scale block, or two of them for 64x64 tiles above ``_DEEP_K_MIN_M``
+    (K a multiple of 256). Without swap-AB block_n is 128, halved (down to 16) while fewer than
     ``_FILL_FLOOR`` of the ``num_sms`` · waves slots hold a tile and halving fills more, when
     N is given (small M: N / 128 tiles would leave most SMs idle). As many stages (at most 8,
     or ``_WIDE_STAGES``) as ``smem_limit`` (sm_90: 227 KiB) holds with this output. Other
@@ -719,6 +730,9 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
             block_m, block_n = 128, 64
         s = Schedule(block_m=block_m, block_n=block_n, block_k=_SCALE_BLOCK,
                      num_stages=_WIDE_STAGES if warpgroups == 2 else 8, num_warpgroups=warpgroups).persistent()
+    if ((s.block_m, s.block_n) == (64, 64) and not s.is_swap_ab and M > _DEEP_K_MIN_M and batch == 1
+            and K is not None and K % (2 * _SCALE_BLOCK) == 0):
+        s = dataclasses.replace(s, block_k=2 * _SCALE_BLOCK, num_stages=_DEEP_K_STAGES)
     return blockscaled_stages_that_fit(s, out_dtype, smem_limit)
 
 
@@ -751,8 +765,7 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
 
     if not isinstance(schedule, Schedule):
         raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
-    if schedule.block_k != _SCALE_BLOCK:
-        raise ValueError(f"schedule: block_k must be {_SCALE_BLOCK} (the scale block along K), got {schedule.block_k}")
+    BlockScaledContext.sub_blocks_of(schedule)  # block_k 128, or 256 where the tile allows: a "schedule:" error
     if schedule.split_k > 1 or schedule.num_xcds > 1:
         raise ValueError("schedule: the block-scaled kernel is persistent, over whole tiles or Stream-K "
                          "(no split-K or chiplet transform)")

@@ -644,6 +644,7 @@ class GroupScaleView:
 
     def __init__(self, a_scale, b_scale, M, N, tma: bool = False):
         self.a_scale, self.b_scale, self.M, self.N = a_scale, b_scale, M, N
+        self.k_blocks = a_scale.shape[-1]
         self.tma = tma
         if tma:
             *lead, M_, KB = a_scale.shape
@@ -673,13 +674,16 @@ class GroupScaleView:
         return T.tma_copy(source, smem[stage, 0:count], barrier=barrier, leader_scope_threads=32)
 
     def copy_a(self, smem, stage, i, kb, m0, batch=None):
-        """Token m0 + i's scale of K block kb into smem[stage, i]."""
-        return self._copy(smem, stage, i, self.a_scale, T.min(m0 + i, self.M - 1), kb, batch)
+        """Token m0 + i's scale of K block kb into smem[stage, i] (kb clamped: a 256-deep
+        K-iteration's second scale block past K multiplies the TMA's zero fill)."""
+        return self._copy(smem, stage, i, self.a_scale, T.min(m0 + i, self.M - 1), T.min(kb, self.k_blocks - 1),
+                          batch)
 
     def copy_b(self, smem, stage, i, kb, first_block, batch=None):
-        """Weight-row block first_block + i's scale of K block kb into smem[stage, i]."""
-        return self._copy(smem, stage, i, self.b_scale, T.min(first_block + i, (self.N - 1) // SCALE_BLOCK), kb,
-                          batch)
+        """Weight-row block first_block + i's scale of K block kb into smem[stage, i] (kb clamped
+        as in ``copy_a``)."""
+        return self._copy(smem, stage, i, self.b_scale, T.min(first_block + i, (self.N - 1) // SCALE_BLOCK),
+                          T.min(kb, self.k_blocks - 1), batch)
 
 
 def make_group_scale_view(a_scale, b_scale, M, N, tma: bool = False) -> GroupScaleView:
@@ -737,9 +741,7 @@ class BlockScaledContext(GemmContext):
     offset_branches = 4
 
     def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, out_storage: str):
-        if schedule.block_k != SCALE_BLOCK:
-            raise ValueError(f"schedule: block_k must be {SCALE_BLOCK} (the scale block along K), "
-                             f"got {schedule.block_k}")
+        self.sub_blocks = self.sub_blocks_of(schedule)
         super().__init__(schedule, a_dtype, b_dtype, "f32", out_storage, store_transposed=schedule.is_swap_ab)
         self.swap_ab = schedule.is_swap_ab
         self.row_width, self.col_width = self.scale_widths_of(schedule)
@@ -753,6 +755,23 @@ class BlockScaledContext(GemmContext):
         #: the per-block scale is one value per part: a power-of-two side that no part crosses
         self.folded = ((bm & (bm - 1) == 0 and bm <= SCALE_BLOCK) if self.swap_ab
                        else (bn & (bn - 1) == 0 and self.part_n <= SCALE_BLOCK))
+
+    @classmethod
+    def sub_blocks_of(cls, schedule: Schedule) -> int:
+        """Scale blocks (128 deep along K) per K-iteration: block_k is 128, or 256 for a tile
+        with two whole-tile temporaries, which then hold the K-iteration's two scale blocks
+        (each its own wgmma batch from its half of the ring slot). A K-iteration costs about the
+        same whatever its depth at small M (a barrier wait, a batch's latency), so two scale
+        blocks in one halve that cost (benchmarks/results/blockscaled_small_m.md)."""
+        if schedule.block_k == SCALE_BLOCK:
+            return 1
+        if schedule.block_k == 2 * SCALE_BLOCK and cls.fragments_of(schedule) == (2, 1):
+            return 2
+        raise ValueError(f"schedule: block_k must be {SCALE_BLOCK} (the scale block along K), or "
+                         f"{2 * SCALE_BLOCK} for a tile with two whole-tile temporaries "
+                         f"(block_m * block_n / (128 * warpgroups) <= {cls.fragment_registers // 3}), got "
+                         f"{schedule.block_k} for {schedule.block_m}x{schedule.block_n} on "
+                         f"{schedule.num_warpgroups} warpgroup(s)")
 
     @classmethod
     def scale_widths_of(cls, schedule: Schedule) -> tuple[int, int]:
@@ -849,12 +868,18 @@ class BlockScaledContext(GemmContext):
         ceil((128 - g + block) / 128) (1 when block divides 128, 2 for 160 or 192, 3 for 176)."""
         return -(-(SCALE_BLOCK - math.gcd(block, SCALE_BLOCK) + block) // SCALE_BLOCK)
 
+    def scale_slot(self, it, half: int):
+        """Row of ``row_scales`` / ``col_scales`` holding scale block ``half`` of K-iteration it:
+        the staged scales form a ring of stages + 1 slots of ``sub_blocks`` rows each."""
+        slot = _slot(it, self.num_stages + 1)
+        return slot if self.sub_blocks == 1 else slot * self.sub_blocks + half
+
     def allocate(self):
         super().allocate(registers=False)
         S = self.num_stages
         self.tmp = tuple(T.alloc_fragment((self.block_m, self.part_n), "float32") for _ in range(self.temporaries))
-        self.row_scales = T.alloc_shared((S + 1, self.row_width), "float32")
-        self.col_scales = T.alloc_shared((S + 1, self.col_width), "float32")
+        self.row_scales = T.alloc_shared(((S + 1) * self.sub_blocks, self.row_width), "float32")
+        self.col_scales = T.alloc_shared(((S + 1) * self.sub_blocks, self.col_width), "float32")
         T.annotate_layout({t: self.part_emitter.accum_layout() for t in self.tmp})
         if self.swap_ab:
             self.token_factors = T.alloc_fragment((self.part_n,), "float32")
@@ -885,7 +910,8 @@ class BlockScaledContext(GemmContext):
             tokens, token_smem, token0 = bm, self.row_scales, tile.m0
             blocks, block_smem, block0 = self.col_width, self.col_scales, tile.n0
         producer, rounds = self.consumer_threads, -(-tokens // PRODUCER_LANES)
-        first_block = block0 // SCALE_BLOCK
+        first_block, sub, scale_slot = block0 // SCALE_BLOCK, self.sub_blocks, self.scale_slot
+
 
         @T.macro
         def _produce(it):
@@ -897,15 +923,30 @@ class BlockScaledContext(GemmContext):
                                  multicast_a)
                     tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)], tile.batch,
                                  multicast_b)
-                    if scales.tma:
-                        scales.load_a(token_smem, _slot(it, S + 1), k, token0, tokens, full[_slot(it, S)], tile.batch)
+                    if sub == 1:  # (written out, not shared with the loop below: as one, the code differs)
+                        if scales.tma:
+                            scales.load_a(token_smem, _slot(it, S + 1), k, token0, tokens, full[_slot(it, S)],
+                                          tile.batch)
+                        else:
+                            for r in T.unroll(rounds):
+                                if tokens % PRODUCER_LANES == 0 or r * PRODUCER_LANES + lane < tokens:
+                                    scales.copy_a(token_smem, _slot(it, S + 1), r * PRODUCER_LANES + lane, k, token0,
+                                                  tile.batch)
+                        if lane < blocks:
+                            scales.copy_b(block_smem, _slot(it, S + 1), lane, k, first_block, tile.batch)
                     else:
-                        for r in T.unroll(rounds):
-                            if tokens % PRODUCER_LANES == 0 or r * PRODUCER_LANES + lane < tokens:
-                                scales.copy_a(token_smem, _slot(it, S + 1), r * PRODUCER_LANES + lane, k, token0,
+                        for h in T.unroll(sub):
+                            if scales.tma:
+                                scales.load_a(token_smem, scale_slot(it, h), k * sub + h, token0, tokens,
+                                              full[_slot(it, S)], tile.batch)
+                            else:
+                                for r in T.unroll(rounds):
+                                    if tokens % PRODUCER_LANES == 0 or r * PRODUCER_LANES + lane < tokens:
+                                        scales.copy_a(token_smem, scale_slot(it, h), r * PRODUCER_LANES + lane,
+                                                      k * sub + h, token0, tile.batch)
+                            if lane < blocks:
+                                scales.copy_b(block_smem, scale_slot(it, h), lane, k * sub + h, first_block,
                                               tile.batch)
-                    if lane < blocks:
-                        scales.copy_b(block_smem, _slot(it, S + 1), lane, k, first_block, tile.batch)
                     T.cp_async_barrier_noinc(full[_slot(it, S)])
                     it += 1
 
@@ -982,25 +1023,29 @@ class BlockScaledContext(GemmContext):
             T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
             T.copy(a_smem[_slot(it, S), :, :], a_local)
 
+        sub, scale_slot = self.sub_blocks, self.scale_slot
+        block_atoms = SCALE_BLOCK // em.shape.inst_k  # wgmma K atoms of one scale block
+
         @T.macro
-        def issue(t, it, descriptors, part: int = 0):
-            """Part ``part`` of K-iteration it's wgmma into ``t``; with A in registers, after
-            ``fetch_a(it)``."""
+        def issue(t, it, descriptors, part: int = 0, half: int = 0):
+            """Part ``part`` of K-iteration it's wgmma into ``t`` (its scale block ``half``: that
+            slice of the slot's K atoms); with A in registers, after ``fetch_a(it)``."""
             if a_local is None:
-                if part == 0:
+                if part == 0 and half == 0:
                     T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
                 em.ss(a_smem, b_smem, t, clear_accum=True, wait=None, descriptors=descriptors,
                       a_stage_offset=_slot(it, S) * a_bytes,
-                      b_stage_offset=_slot(it, S) * b_bytes + self.part_offset(part))
+                      b_stage_offset=_slot(it, S) * b_bytes + self.part_offset(part),
+                      k_atoms=range(half * block_atoms, (half + 1) * block_atoms) if sub > 1 else None)
             else:
                 em.rs(a_local, b_smem, t, clear_accum=True, wait=None, desc_b=descriptors[1],
                       b_stage_offset=_slot(it, S) * b_bytes + self.part_offset(part))
 
         @T.macro
-        def stage_factors(it, part: int = 0):
-            """K-iteration it's token scales (times the part's block scale where folded) into
-            registers; its ``full`` barrier has been waited for by ``issue``."""
-            slot = _slot(it, S + 1)
+        def stage_factors(it, part: int = 0, half: int = 0):
+            """K-iteration it's token scales of scale block ``half`` (times the part's block scale
+            where folded) into registers; its ``full`` barrier has been waited for by ``issue``."""
+            slot = scale_slot(it, half)
             if swap:
                 for j in T.Parallel(width):
                     if folded:
@@ -1016,59 +1061,67 @@ class BlockScaledContext(GemmContext):
                         factors[w][i] = row_scales[slot, i] * col_scales[slot, w]
 
         @T.macro
-        def retire(it, pending: int):
-            em.wait(pending)  # K-iteration it's wgmma, the last reader of its A and B tiles, is done
-            self.release(_slot(it, S))
+        def retire(it, pending: int, half: int = sub - 1):
+            em.wait(pending)  # K-iteration it's wgmma batch of scale block ``half`` is done
+            if half == sub - 1:  # its last, the last reader of its A and B tiles
+                self.release(_slot(it, S))
 
         @T.macro
-        def promote_at(t, it, part: int, offset):
+        def promote_at(t, it, part: int, offset, half: int = 0):
             for i, j in T.Parallel(bm, width):
                 acc[i, part * width + j] = (acc[i, part * width + j]
-                                            + t[i, j] * factor(_slot(it, S + 1), i, j, part, offset))
+                                            + t[i, j] * factor(scale_slot(it, half), i, j, part, offset))
 
         @T.macro
-        def promote_by_offset(t, it, part: int = 0):
+        def promote_by_offset(t, it, part: int = 0, half: int = 0):
             """acc += t · its scales in the branch of the tile's offset, where each element's
             staged block is a constant: an FFMA an element, no FSEL and predicate move."""
             for offset in offsets:
                 if T.truncmod(tile.n0, SCALE_BLOCK) == offset:
-                    promote_at(t, it, part, offset)
+                    promote_at(t, it, part, offset, half)
 
         @T.macro
-        def promote_in_place(t, it, part: int = 0):
-            promote_at(t, it, part, None)
+        def promote_in_place(t, it, part: int = 0, half: int = 0):
+            promote_at(t, it, part, None, half)
 
         promote = promote_by_offset if by_offset else promote_in_place
+
+        # the overlapped loop's three positions from K-iteration it, as (K-iteration offset, scale
+        # block): scale blocks it·sub, +1 and +2 (with one per K-iteration, K-iterations it, +1, +2)
+        (_, h0), (d1, h1), (d2, h2) = ((q // sub, q % sub) for q in range(3))
+
+        @T.macro
+        def step(t, it, pending: int, half: int):
+            retire(it, pending, half)
+            stage_factors(it, 0, half)
+            promote(t, it, 0, half)
 
         @T.macro
         def _consume_overlapped(it):
             descriptors = em.ring_descriptors(a_smem if a_local is None else None, b_smem)
+            blocks = (k_end - k_begin) * sub
             T.clear(acc)
-            issue(tmp[0], it, descriptors)
-            for _ in T.serial(T.truncdiv(k_end - k_begin - 1, 2)):
-                issue(tmp[1], it + 1, descriptors)
-                retire(it, 1)
-                stage_factors(it)
-                promote(tmp[0], it)
-                issue(tmp[0], it + 2, descriptors)
-                retire(it + 1, 1)
-                stage_factors(it + 1)
-                promote(tmp[1], it + 1)
-                it += 2
-            if T.truncmod(k_end - k_begin - 1, 2) == 1:
-                issue(tmp[1], it + 1, descriptors)
-                retire(it, 1)
-                stage_factors(it)
-                promote(tmp[0], it)
-                retire(it + 1, 0)
-                stage_factors(it + 1)
-                promote(tmp[1], it + 1)
-                it += 2
-            else:
-                retire(it, 0)
-                stage_factors(it)
-                promote(tmp[0], it)
-                it += 1
+            issue(tmp[0], it, descriptors, 0, h0)
+            for _ in T.serial(T.truncdiv(blocks - 1, 2)):
+                issue(tmp[1], it + d1, descriptors, 0, h1)
+                step(tmp[0], it, 1, h0)
+                issue(tmp[0], it + d2, descriptors, 0, h2)
+                step(tmp[1], it + d1, 1, h1)
+                it += d2
+            if sub == 1:
+                if T.truncmod(blocks - 1, 2) == 1:
+                    issue(tmp[1], it + d1, descriptors, 0, h1)
+                    step(tmp[0], it, 1, h0)
+                    step(tmp[1], it + d1, 0, h1)
+                    it += d2
+                else:
+                    step(tmp[0], it, 0, h0)
+                    it += 1
+            else:  # an even count of scale blocks: the last K-iteration's two
+                issue(tmp[1], it + d1, descriptors, 0, h1)
+                step(tmp[0], it, 1, h0)
+                step(tmp[1], it + d1, 0, h1)
+                it += d2
 
         @T.macro
         def serial_block(it, descriptors, fetch_next: bool = False):
