@@ -7,7 +7,7 @@ import torch
 import tlgemm.triton as TR
 from tlgemm.quantize import dequantize_fp8_blockwise
 from tlgemm.testing import assert_gemm_close, poisoned, random_operand, reference_gemm
-from tlgemm.tilelang.launch import blockscaled_bmm, blockscaled_matmul
+from tlgemm.tilelang.launch import blockscaled_bmm, blockscaled_matmul, blockscaled_stages_that_fit
 
 pytestmark = pytest.mark.gpu
 
@@ -136,8 +136,8 @@ def test_two_scale_blocks_per_k_iteration(generator, block_m, block_n, warpgroup
     launch bitwise equal to the first."""
     from tlgemm.schedules import Schedule
 
-    schedule = Schedule(block_m=block_m, block_n=block_n, block_k=256, num_stages=4,
-                        num_warpgroups=warpgroups).persistent()
+    schedule = blockscaled_stages_that_fit(Schedule(block_m=block_m, block_n=block_n, block_k=256, num_stages=4,
+                                                    num_warpgroups=warpgroups).persistent())
     if streamk_tiles:
         schedule = schedule.streamk(streamk_tiles)
     _check_with_bias(generator, schedule, M, N, K)

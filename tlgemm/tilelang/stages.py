@@ -728,7 +728,9 @@ class BlockScaledContext(GemmContext):
     1.05x at 4096x7168x16384 on the H100, within 1% on DeepGEMM's other M = 4096 shapes. Four
     quarter-width parts in two temporaries, each promoted while the next runs (the same
     registers), measured 0.90x: the smaller wgmma batches cost more than the waits they hide
-    (benchmarks/results/blockscaled_tiles.md)."""
+    (benchmarks/results/blockscaled_tiles.md). With two whole-tile temporaries a K-iteration
+    may hold two scale blocks (block_k 256, ``sub_blocks_of``): its halves take a temporary
+    each, as consecutive K blocks do otherwise, with one ``full`` wait and one release per two."""
 
     #: float32 registers per consumer thread for the result and its temporaries. ptxas spilled
     #: and serialised the wgmma (warning C7512) at 128x256 with two temporaries (384).
