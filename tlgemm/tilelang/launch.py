@@ -656,10 +656,10 @@ _STREAMK_FILL, _STREAMK_MIN_K = 0.5, 1024
 #: 64x64 tiles in two or more tile rows (M above this) take two scale blocks per K-iteration
 #: (block_k 256, ``BlockScaledContext.sub_blocks_of``) with this many stages, where K is a multiple
 #: of 256: a K-iteration costs about the same however deep at these shapes, so half as many
-#: halve that cost. On the H100 by kernel time, three interleaved rounds: 1.08x at 128x2112x7168
-#: (Stream-K) and 1.10x at 128x4096x7168 after an 8 GB memset, 1.11x and 1.13x on inputs made
-#: afresh; at M = 64 level to 0.95x after the memset, so not there
-#: (benchmarks/results/blockscaled_small_m.md).
+#: halve that cost. By kernel time, three interleaved rounds, at 128x2112x7168 (Stream-K) and
+#: 128x4096x7168: on one H100 1.07x and 1.10x after an 8 GB memset, 1.11x and 1.13x on inputs made
+#: afresh; on another, whose old default ran 8-11% faster, 1.00x and 1.03x, 1.02x and 1.00x. At
+#: M = 64 up to 5% slower after the memset, so not there (benchmarks/results/blockscaled_small_m.md).
 _DEEP_K_MIN_M, _DEEP_K_STAGES = 64, 6
 
 

@@ -914,7 +914,6 @@ class BlockScaledContext(GemmContext):
         producer, rounds = self.consumer_threads, -(-tokens // PRODUCER_LANES)
         first_block, sub, scale_slot = block0 // SCALE_BLOCK, self.sub_blocks, self.scale_slot
 
-
         @T.macro
         def _produce(it):
             if T.get_thread_binding() < producer + PRODUCER_LANES:
@@ -925,7 +924,7 @@ class BlockScaledContext(GemmContext):
                                  multicast_a)
                     tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)], tile.batch,
                                  multicast_b)
-                    if sub == 1:  # (written out, not shared with the loop below: as one, the code differs)
+                    if sub == 1:  # apart from the loop below: a one-trip loop adds a proxy fence to the code
                         if scales.tma:
                             scales.load_a(token_smem, _slot(it, S + 1), k, token0, tokens, full[_slot(it, S)],
                                           tile.batch)
