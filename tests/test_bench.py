@@ -611,8 +611,8 @@ def test_fresh_blockscaled_inputs_quantise_new_bf16_values():
     from tlgemm.bench import fresh_blockscaled_inputs
 
     torch.manual_seed(0)
-    first, second = fresh_blockscaled_inputs(3, 130, 256, device="cpu"), fresh_blockscaled_inputs(3, 130, 256,
-                                                                                                   device="cpu")
+    first = fresh_blockscaled_inputs(3, 130, 256, device="cpu")
+    second = fresh_blockscaled_inputs(3, 130, 256, device="cpu")
     assert first.a.dtype == first.w.dtype == torch.float8_e4m3fn and first.out.dtype == torch.bfloat16
     assert first.a.shape == (3, 256) and first.w.shape == (130, 256) and first.out.shape == (3, 130)
     assert first.scale_a.shape == (3, 2) and first.scale_b.shape == (2, 2)
@@ -620,6 +620,7 @@ def test_fresh_blockscaled_inputs_quantise_new_bf16_values():
     assert not torch.equal(first.a, second.a) and not torch.equal(first.w, second.w)
     w = first.w.float() * first.scale_b.repeat_interleave(128, 0).repeat_interleave(128, 1)[:130]
     assert 0.8 < w.std().item() < 1.2  # randn values, quantised
+
 
 @pytest.mark.gpu
 def test_kernel_time_us_reports_each_call():
