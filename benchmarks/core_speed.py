@@ -2,7 +2,8 @@
 select()'s schedule) vs cuBLAS, vs TileLang's own T.gemm and vs tlgemm's Triton backend, at
 4096³, 8192³ and 4096×7168×16384 in bf16 and fp8 (e4m3 in, bf16 out), plus a few schedule
 variants of the TileLang kernel (Stream-K over the last partial wave, the other raster order,
-raster groups of 8 tile rows (select()'s before ``raster_group``), 2-CTA clusters with TMA multicast) to show where select()'s choice stands.
+raster groups of 8 tile rows (select()'s before ``raster_group``), 2-CTA clusters with TMA
+multicast) to show where select()'s choice stands.
 
     python benchmarks/core_speed.py --out benchmarks/results/core_speed_h100.json --rounds 3 --kernel-time
         [--dtypes fp8]

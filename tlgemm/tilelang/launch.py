@@ -612,7 +612,7 @@ def _blockscaled_smem(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
     own_chunk, own_buffers = BlockScaledContext.store_staging_of(schedule)
     staging_saved = (chunk * buffers - own_chunk * own_buffers) * schedule.block_m * out_dtype.itemsize
     return (shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype) - staging_saved
-            + (schedule.num_stages + 1) * schedule.block_k // _SCALE_BLOCK
+            + (schedule.num_stages + 1) * BlockScaledContext.sub_blocks_of(schedule)
             * sum(BlockScaledContext.scale_widths_of(schedule)) * 4)
 
 

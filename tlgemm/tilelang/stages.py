@@ -1087,9 +1087,9 @@ class BlockScaledContext(GemmContext):
 
         promote = promote_by_offset if by_offset else promote_in_place
 
-        # the overlapped loop's three positions from K-iteration it, as (K-iteration offset, scale
-        # block): scale blocks it·sub, +1 and +2 (with one per K-iteration, K-iterations it, +1, +2)
-        (_, h0), (d1, h1), (d2, h2) = ((q // sub, q % sub) for q in range(3))
+        # the overlapped loop's positions after K-iteration it's first scale block, as (K-iteration
+        # offset, scale block): the next block and the one after (one per K-iteration: it + 1, it + 2)
+        (d1, h1), (d2, h2) = divmod(1, sub), divmod(2, sub)
 
         @T.macro
         def step(t, it, pending: int, half: int):
@@ -1102,25 +1102,25 @@ class BlockScaledContext(GemmContext):
             descriptors = em.ring_descriptors(a_smem if a_local is None else None, b_smem)
             blocks = (k_end - k_begin) * sub
             T.clear(acc)
-            issue(tmp[0], it, descriptors, 0, h0)
+            issue(tmp[0], it, descriptors, 0, 0)
             for _ in T.serial(T.truncdiv(blocks - 1, 2)):
                 issue(tmp[1], it + d1, descriptors, 0, h1)
-                step(tmp[0], it, 1, h0)
+                step(tmp[0], it, 1, 0)
                 issue(tmp[0], it + d2, descriptors, 0, h2)
                 step(tmp[1], it + d1, 1, h1)
                 it += d2
             if sub == 1:
                 if T.truncmod(blocks - 1, 2) == 1:
                     issue(tmp[1], it + d1, descriptors, 0, h1)
-                    step(tmp[0], it, 1, h0)
+                    step(tmp[0], it, 1, 0)
                     step(tmp[1], it + d1, 0, h1)
                     it += d2
                 else:
-                    step(tmp[0], it, 0, h0)
+                    step(tmp[0], it, 0, 0)
                     it += 1
             else:  # an even count of scale blocks: the last K-iteration's two
                 issue(tmp[1], it + d1, descriptors, 0, h1)
-                step(tmp[0], it, 1, h0)
+                step(tmp[0], it, 1, 0)
                 step(tmp[1], it + d1, 0, h1)
                 it += d2
 
