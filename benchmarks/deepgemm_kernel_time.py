@@ -1,6 +1,6 @@
 """DeepGEMM's shape table timed the way DeepGEMM's published figures were: kernel time from the profiler.
 
-    python benchmarks/deepgemm_kernel_time.py [--out PATH] [--calls 30] [--no-candidates]
+    python benchmarks/deepgemm_kernel_time.py [--out PATH] [--calls 30] [--no-candidates] [--deepgemm]
 
 DeepGEMM's README figures (``tlgemm.bench.DEEPGEMM_H800_TFLOPS``) are kernel durations from the
 CUDA profiler (deep_gemm's ``bench_kineto``), each call made on inputs created and quantised just
@@ -15,8 +15,11 @@ first checked against a float64 reference on a NaN-poisoned output (``tlgemm.ben
 Kernel time: ``tlgemm.bench.kernel_time_us`` (median of the calls' summed GPU activity).
 With fresh inputs the quantised weights were the last large tensor written, so what of them fits
 in the L2 is read from there: at M <= 128 the weights are most of the bytes.
+With ``--deepgemm``, DeepGEMM itself (its Python package ``deep_gemm``, importable, with the
+``gemm_fp8_fp8_bf16_nt`` entry point of its 2025 releases) is checked and timed the same ways.
 """
 import argparse
+import importlib
 import json
 import os
 import statistics
@@ -51,6 +54,13 @@ def candidates(M: int, smem_limit: int) -> list[Schedule]:
     return [blockscaled_stages_that_fit(s, BF16, smem_limit) for s in plain + swapped]
 
 
+def deepgemm_call(deep_gemm, i):
+    """DeepGEMM's normal GEMM on an fp8-block input set (A's scales outer-dim-major, as it takes
+    them); it writes ``i.out``."""
+    deep_gemm.gemm_fp8_fp8_bf16_nt((i.a, i.scale_a_mn), (i.w, i.scale_b), i.out)
+    return i.out
+
+
 def timings(call, inp, shape, calls: int) -> dict:
     """do_bench median and the profiler's kernel time after an 8 GB memset on ``inp``, and the
     kernel time on inputs made afresh before each call (medians over ``calls``, us)."""
@@ -69,7 +79,10 @@ def main():
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "deepgemm_kernel_time.json"))
     parser.add_argument("--calls", type=int, default=30, help="profiled calls per implementation")
     parser.add_argument("--no-candidates", action="store_true", help="default schedules only")
+    parser.add_argument("--deepgemm", action="store_true",
+                        help="also time deep_gemm.gemm_fp8_fp8_bf16_nt (DeepGEMM's package, importable)")
     args = parser.parse_args()
+    deep_gemm = importlib.import_module("deep_gemm") if args.deepgemm else None
     sms, smem_limit = cuda_limits(torch.cuda.current_device())
     probe = torch.randn(1024, 1024, device="cuda")
     print(f"probe: 1024^3 fp32 mm, kernel time {statistics.median(kernel_time_us(lambda: probe @ probe, 5)):.1f} us",
@@ -98,6 +111,9 @@ def main():
             ("cuBLAS per-tensor", "torch._scaled_mm", per_tensor_ref,
              lambda i: torch._scaled_mm(i.a, i.w.t(), scale_a=one, scale_b=one, out_dtype=BF16, out=i.out)),
         ]
+        if deep_gemm is not None:
+            impls.append(("DeepGEMM", getattr(deep_gemm, "__version__", "deep_gemm"), ref,
+                          lambda i: deepgemm_call(deep_gemm, i)))
         impls += [("TileLang tile", str(s), ref,
                    lambda i, s=s: blockscaled_matmul(i.a, i.w, i.scale_a_mn, i.scale_b, s, out=i.out))
                   for s in extra[(M, N, K)]]
