@@ -112,6 +112,29 @@ def test_temporary_split_in_parts(generator, block_m, block_n, warpgroups, M, N,
     _check_with_bias(generator, schedule, M, N, K)
 
 
+@pytest.mark.parametrize("M, N, K", [(2048, 7168, 1024), (300, 2112, 512), (1000, 1000, 640), (260, 7168, 2048)],
+                         ids=str)
+def test_ring_rounds_unrolled(generator, M, N, K):
+    """128x256 with the token scales by TMA (M > 128, copied outer-dim-major): where a tile starts
+    at ring slot 0 and fills whole rounds of the 4-stage ring (K-iterations a multiple of 4:
+    several tiles a program at 2048x7168x1024, a single round at K = 512), each round runs
+    unrolled; K = 640 (5 K-iterations) takes the generic loop. Against the reference and the
+    Triton kernel, then two launches equal; and batched (each GEMM of the batch)."""
+    from tlgemm.schedules import Schedule
+
+    schedule = Schedule(block_m=128, block_n=256, block_k=128, num_stages=4, num_warpgroups=2).persistent()
+    _check_twice(generator, schedule, M, N, K)
+    batch = 2
+    x = random_operand((batch, M, K), FP8, generator=generator, device=DEV)
+    y = random_operand((batch, N, K), FP8, generator=generator, device=DEV)
+    xs = _scales((batch, K // 128, M), generator).mT
+    ys = _scales((batch, -(-N // 128), K // 128), generator)
+    out = poisoned((batch, M, N), torch.bfloat16, DEV)
+    blockscaled_bmm(x, y, xs, ys, schedule, out=out)
+    for i in range(batch):
+        assert_gemm_close(out[i], _expected(x[i], y[i], xs[i], ys[i]), FP8, what=f"{schedule} batch {i}")
+
+
 @pytest.mark.parametrize("block_n, swap, streamk_tiles", [(64, False, 10**6), (48, False, 3), (16, True, 10**6),
                                                            (32, True, 2)], ids=str)
 @pytest.mark.parametrize("M, N, K", [(1, 2112, 7168), (7, 1000, 384), (64, 4096, 7168), (100, 2112, 512),

@@ -219,7 +219,10 @@ def test_blockscaled_wide_tile_splits_its_temporary(block_m, warpgroups):
     each batch waited for (wait_group 0) and promoted before the next; the last K block
     peeled off (nothing to copy after it; on one warpgroup it lowers only with its slot
     given back after its promotions); one staging buffer, so the ring keeps 4 stages in
-    227 KiB."""
+    227 KiB. On two warpgroups, with the token scales by TMA, a tile that starts at ring slot 0
+    and fills whole rounds of the ring runs each round unrolled, every slot a constant: B's
+    descriptor moved by literal offsets (2048 a slot, 1024 for the second part), before the
+    generic loop; with the scales by cp.async (ptxas spilled the producer) it does not."""
     from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
     from tlgemm.tilelang.kernels import blockscaled_gemm
     from tlgemm.tilelang.launch import _blockscaled_smem, blockscaled_spec, blockscaled_stages_that_fit
@@ -229,10 +232,23 @@ def test_blockscaled_wide_tile_splits_its_temporary(block_m, warpgroups):
                                                     num_warpgroups=warpgroups).persistent(132))
     assert schedule.num_stages == 4 and BlockScaledContext.store_staging_of(schedule) == (64, 1)
     assert _blockscaled_smem(schedule, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16) <= 232448
+    rounds_pattern = r"if \(\(\(\w+ % 4\) \+ \(max\(1, \(\(K \+ 127\) >> 7\)\) % 4\)\) == 0\) \{"
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
+    assert re.search(rounds_pattern, lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)) is None
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
+                            tma_token_scales=True)
     src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
     assert set(re.findall(r"wgmma_rs<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
                           r"tl::DataType::kFloat32, 64, (\d+), 32,", src)) == {"128"} and "wgmma_ss" not in src
+    rounds = re.search(rounds_pattern, src)
+    assert (rounds is not None) == (warpgroups == 2)
+    if rounds:
+        generic = src.index("} else {", rounds.end())
+        literal = re.findall(r"wgmma_rs<[^;]*, uint64_t\(desc\w* \+ (\d+)\), [^;]*, 0\);", src[rounds.end():generic])
+        # the unrolled round in the loop, then the last round (its last block peeled): 4 blocks x 2 parts each
+        assert literal == [str(1024 * i) for i in range(8)] * 2, literal
+        assert src.count("wgmma_rs<") == 16 + 64
+    full, src = src, src[generic:] if rounds else src  # the generic path: as on one warpgroup
     a_copies = [m.start() for m in re.finditer(r"\*\(fp8_e4_4_t\*\)\(\w+ \+ \(\w+ \* 4\)\) = ", src)]
     assert len(a_copies) == 2  # A: 16 x 4 bytes a thread, before the loop and inside it
     # each part's first atom (scale-d 0): B's start address, in 16-byte units, 1024 further for the second part
@@ -244,9 +260,9 @@ def test_blockscaled_wide_tile_splits_its_temporary(block_m, warpgroups):
     # the next block's A: after the loop's second batch and its wait, before the peeled last block
     second_wait = src.index("warpgroup_wait<0>", b_atoms[1].end())
     assert a_copies[0] < b_atoms[0].start() and second_wait < a_copies[1] < b_atoms[2].start()
-    assert src.count("initialize_wgmma_descriptor") == 1, "B's descriptor is built once, before the K loop"
-    assert "warpgroup_wait<1>" not in src and src.count("warpgroup_wait<0>") >= 2
-    assert "mma.sync" not in src
+    assert full.count("initialize_wgmma_descriptor") == 1, "B's descriptor is built once, before the K loop"
+    assert "warpgroup_wait<1>" not in full and src.count("warpgroup_wait<0>") >= 2
+    assert "mma.sync" not in full
 
 
 def test_blockscaled_streamk_lowers():

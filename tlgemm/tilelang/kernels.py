@@ -489,6 +489,7 @@ def blockscaled_gemm(spec: BlockScaledSpec):
             else:
                 _walk_tiles(ctx, sched, BATCH if spec.batched else None, tensorC,
                             lambda tile: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0, iters),
-                            lambda tile: ctx.consume_blockscaled(tile, 0, iters), bias=bias_view)
+                            lambda tile: ctx.consume_blockscaled(tile, 0, iters, spec.tma_token_scales),
+                            bias=bias_view)
 
     return gemm

@@ -953,7 +953,7 @@ class BlockScaledContext(GemmContext):
 
         return _produce(it)
 
-    def consume_blockscaled(self, tile: Tile, k_begin, k_end):
+    def consume_blockscaled(self, tile: Tile, k_begin, k_end, unroll_rounds: bool = False):
         """Consumer side: acc = Σ_kb (A[tile rows, kb] · B[kb, tile cols]) · scale_row · scale_col;
         with two temporaries K block k + 1's wgmma is in flight while K block k is promoted
         (``k_end > k_begin``). Position p of a per-block side takes the staged scale
@@ -975,7 +975,11 @@ class BlockScaledContext(GemmContext):
         ``wgmma.wait_group`` (which orders all memory accesses, so nvcc cannot move loads
         above it): 1.02-1.13x at M = 4096 on the H100. With two, after the wait, where the
         next K block's wgmma already covers the loads: reading them before it measured
-        2-6% slower at 128x128 (benchmarks/results/blockscaled_tiles.md)."""
+        2-6% slower at 128x128 (benchmarks/results/blockscaled_tiles.md).
+
+        ``unroll_rounds`` (where the kernel's token scales arrive by TMA): on 128x256 tiles, a tile
+        that starts at ring slot 0 and fills whole rounds of the ring runs each round unrolled, so
+        that every slot is a constant."""
         S, bm, bn, parts, width = self.num_stages, self.block_m, self.block_n, self.parts, self.part_n
         em, it = self.part_emitter, self.iteration
         a_smem, b_smem, full, acc, tmp = self.a_smem, self.b_smem, self.full, self.acc, self.tmp
@@ -1018,17 +1022,21 @@ class BlockScaledContext(GemmContext):
 
         a_local = self.a_local
 
+        def ring(it, slot):
+            """K-iteration it's ring slot: ``slot`` where the caller knows it as a constant."""
+            return _slot(it, S) if slot is None else slot
+
         @T.macro
-        def fetch_a(it):
+        def fetch_a(it, slot=None):
             """Wait for K-iteration it's slot and copy A's tile into ``a_local`` (wgmma RS)."""
-            T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
-            T.copy(a_smem[_slot(it, S), :, :], a_local)
+            T.mbarrier_wait_parity(full[ring(it, slot)], _phase(it, S))
+            T.copy(a_smem[ring(it, slot), :, :], a_local)
 
         sub, scale_slot = self.sub_blocks, self.scale_slot
         block_atoms = SCALE_BLOCK // em.shape.inst_k  # wgmma K atoms of one scale block
 
         @T.macro
-        def issue(t, it, descriptors, part: int = 0, half: int = 0):
+        def issue(t, it, descriptors, part: int = 0, half: int = 0, slot=None):
             """Part ``part`` of K-iteration it's wgmma into ``t`` (its scale block ``half``: that
             slice of the slot's K atoms); with A in registers, after ``fetch_a(it)``."""
             if a_local is None:
@@ -1040,7 +1048,7 @@ class BlockScaledContext(GemmContext):
                       k_atoms=range(half * block_atoms, (half + 1) * block_atoms) if sub > 1 else None)
             else:
                 em.rs(a_local, b_smem, t, clear_accum=True, wait=None, desc_b=descriptors[1],
-                      b_stage_offset=_slot(it, S) * b_bytes + self.part_offset(part))
+                      b_stage_offset=ring(it, slot) * b_bytes + self.part_offset(part))
 
         @T.macro
         def stage_factors(it, part: int = 0, half: int = 0):
@@ -1062,10 +1070,10 @@ class BlockScaledContext(GemmContext):
                         factors[w][i] = row_scales[slot, i] * col_scales[slot, w]
 
         @T.macro
-        def retire(it, pending: int, half: int = sub - 1):
+        def retire(it, pending: int, half: int = sub - 1, slot=None):
             em.wait(pending)  # K-iteration it's wgmma batch of scale block ``half`` is done
             if half == sub - 1:  # its last, the last reader of its A and B tiles
-                self.release(_slot(it, S))
+                self.release(ring(it, slot))
 
         @T.macro
         def promote_at(t, it, part: int, offset, half: int = 0):
@@ -1125,22 +1133,40 @@ class BlockScaledContext(GemmContext):
                 it += d2
 
         @T.macro
-        def serial_block(it, descriptors, fetch_next: bool = False):
+        def serial_block(it, descriptors, fetch_next: bool = False, slot=None):
             """One K block, its parts each issued, waited for and promoted in turn. With A in
             registers and ``fetch_next``, the next K block's A is copied in as soon as the last
             part's wgmma has freed the registers, before that part's promotion: the loads'
             latency is then covered by the promotion's FFMAs instead of delaying the next
             issue (1.02-1.04x at M = 4096 on the H100, benchmarks/results/blockscaled_tiles.md)."""
             for part in list(range(parts)):
-                issue(tmp[0], it, descriptors, part)
+                issue(tmp[0], it, descriptors, part, 0, slot)
                 stage_factors(it, part)
                 if part == parts - 1:
-                    retire(it, 0)
+                    retire(it, 0, sub - 1, slot)
                     if fetch_next:
-                        fetch_a(it + 1)
+                        fetch_a(it + 1, None if slot is None else (slot + 1) % S)
                 else:
                     em.wait(0)
                 promote(tmp[0], it, part)
+
+        @T.macro
+        def last_block(it, descriptors, slot=None):
+            """The last K block, peeled off (no A to copy after it): it gives its slot back after
+            its promotions; given back before them, outside the loop, tilelang 0.1.15's
+            ThreadSync asks for a shared-memory barrier that it cannot lower on one consumer
+            warpgroup."""
+            for part in list(range(parts)):
+                issue(tmp[0], it, descriptors, part, 0, slot)
+                stage_factors(it, part)
+                em.wait(0)
+                promote(tmp[0], it, part)
+            self.release(ring(it, slot))
+
+        # ``unroll_rounds``, A in registers, two consumer warpgroups, one folded scale a part (128x256):
+        # unrolled, ptxas spilled at 64x256 on one warpgroup (320 bytes), at 128x224 and 128x240 (12 and
+        # 80) and, with the token scales copied by cp.async instead of TMA, at 128x256 (296)
+        rounds_unrolled = unroll_rounds and a_local is not None and em.num_warpgroups == 2 and folded
 
         @T.macro
         def _consume_serial(it):
@@ -1150,15 +1176,27 @@ class BlockScaledContext(GemmContext):
                 for _ in T.serial(k_end - k_begin):
                     serial_block(it, descriptors)
                     it += 1
+            elif rounds_unrolled and T.truncmod(it, S) + T.truncmod(k_end - k_begin, S) == 0:
+                # the tile starts at ring slot 0 and fills whole rounds of the ring: each round
+                # unrolled, so that every slot is a constant (addresses, descriptors, barriers):
+                # a K block's vector integer instructions 42 -> 5 a warp, 1.023-1.034x at M = 4096
+                # on the H100 (benchmarks/results/blockscaled_tiles.md)
+                rounds = T.truncdiv(k_end - k_begin, S)
+                fetch_a(it, 0)
+                for r in T.serial(rounds - 1):
+                    for s in list(range(S)):
+                        serial_block(it + r * S + s, descriptors, True, s)
+                for s in list(range(S - 1)):
+                    serial_block(it + (rounds - 1) * S + s, descriptors, True, s)
+                last_block(it + rounds * S - 1, descriptors, S - 1)
+                it += k_end - k_begin
             else:
                 fetch_a(it)
                 for _ in T.serial(k_end - k_begin - 1):
                     serial_block(it, descriptors, True)
                     it += 1
-                # the last K block, peeled off (no A to copy after it), gives its slot back after
-                # its promotions: given back before them, outside the loop, tilelang 0.1.15's
-                # ThreadSync asks for a shared-memory barrier that it cannot lower on one
-                # consumer warpgroup
+                # the last K block (``last_block``, written out here: called as that macro after
+                # this loop, the 64x256 kernel did not lower in tilelang 0.1.15, ThreadSync)
                 for part in list(range(parts)):
                     issue(tmp[0], it, descriptors, part)
                     stage_factors(it, part)
