@@ -112,17 +112,19 @@ def test_temporary_split_in_parts(generator, block_m, block_n, warpgroups, M, N,
     _check_with_bias(generator, schedule, M, N, K)
 
 
+@pytest.mark.parametrize("block_n", [256, 192, 176])
 @pytest.mark.parametrize("M, N, K", [(2048, 7168, 1024), (300, 2112, 512), (1000, 1000, 640), (260, 7168, 2048)],
                          ids=str)
-def test_ring_rounds_unrolled(generator, M, N, K):
-    """128x256 with the token scales by TMA (M > 128, copied outer-dim-major): where a tile starts
-    at ring slot 0 and fills whole rounds of the 4-stage ring (K-iterations a multiple of 4:
-    several tiles a program at 2048x7168x1024, a single round at K = 512), each round runs
-    unrolled; K = 640 (5 K-iterations) takes the generic loop. Against the reference and the
-    Triton kernel, then two launches equal; and batched (each GEMM of the batch)."""
+def test_ring_rounds_unrolled(generator, block_n, M, N, K):
+    """128x256 (A from registers, two parts) and 128x192 / 128x176 (one whole-tile temporary) with
+    the token scales by TMA (M > 128, copied outer-dim-major): where a tile starts at ring slot 0
+    and fills whole rounds of the 4-stage ring (K-iterations a multiple of 4: several tiles a
+    program at 2048x7168x1024, a single round at K = 512), each round runs unrolled; K = 640
+    (5 K-iterations) takes the generic loop. Against the reference and the Triton kernel, then
+    two launches equal; and batched (each GEMM of the batch)."""
     from tlgemm.schedules import Schedule
 
-    schedule = Schedule(block_m=128, block_n=256, block_k=128, num_stages=4, num_warpgroups=2).persistent()
+    schedule = Schedule(block_m=128, block_n=block_n, block_k=128, num_stages=4, num_warpgroups=2).persistent()
     _check_twice(generator, schedule, M, N, K)
     batch = 2
     x = random_operand((batch, M, K), FP8, generator=generator, device=DEV)

@@ -265,6 +265,33 @@ def test_blockscaled_wide_tile_splits_its_temporary(block_m, warpgroups):
     assert "mma.sync" not in full
 
 
+@pytest.mark.parametrize("block_n", [192, 176])
+def test_blockscaled_whole_tile_unrolls_the_ring_rounds(block_n):
+    """128x192 / 128x176 on two warpgroups, one whole-tile temporary, both operands from shared
+    memory: with the token scales by TMA a tile that starts at ring slot 0 and fills whole rounds
+    of the 4-stage ring runs each round unrolled, A's and B's descriptors moved by literal
+    offsets (a slot: 1024 and block_n * 8 in 16-byte units); then the generic loop. With the
+    scales by cp.async there are no rounds."""
+    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import blockscaled_spec
+
+    schedule = Schedule(block_m=128, block_n=block_n, block_k=128, num_stages=4, num_warpgroups=2).persistent(132)
+    rounds_pattern = r"if \(\(\(\w+ % 4\) \+ \(max\(1, \(\(K \+ 127\) >> 7\)\) % 4\)\) == 0\) \{"
+    for tma in (False, True):
+        spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
+                                tma_token_scales=tma)
+        src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
+        rounds = re.search(rounds_pattern, src)
+        assert (rounds is not None) == tma
+        if tma:
+            body = src[rounds.end():]  # the generic loop's offsets are not literals: it matches none
+            firsts = re.findall(r"wgmma_ss<[^;]*uint64_t\(desc_a \+ \(*\w+ \* 512\)(?: \+ (\d+))?\)+, "
+                                r"uint64_t\(desc_b \+ (\d+)\), [^;]*, 0\);", body)
+            assert firsts == [(str(1024 * s) if s else "", str(block_n * 8 * s)) for s in range(4)], firsts
+        assert "mma.sync" not in src
+
+
 def test_blockscaled_streamk_lowers():
     """Stream-K on 64x64 tiles: all 132 programs launched, a program publishes its partial
     result (release store of its flag) and a tile's owner spins on the later programs' flags

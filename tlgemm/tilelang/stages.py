@@ -977,9 +977,9 @@ class BlockScaledContext(GemmContext):
         next K block's wgmma already covers the loads: reading them before it measured
         2-6% slower at 128x128 (benchmarks/results/blockscaled_tiles.md).
 
-        ``unroll_rounds`` (where the kernel's token scales arrive by TMA): on 128x256 tiles, a tile
-        that starts at ring slot 0 and fills whole rounds of the ring runs each round unrolled, so
-        that every slot is a constant."""
+        ``unroll_rounds`` (where the kernel's token scales arrive by TMA): on 128x256 tiles and on
+        two-warpgroup tiles with one whole-tile temporary, a tile that starts at ring slot 0 and
+        fills whole rounds of the ring runs each round unrolled, so that every slot is a constant."""
         S, bm, bn, parts, width = self.num_stages, self.block_m, self.block_n, self.parts, self.part_n
         em, it = self.part_emitter, self.iteration
         a_smem, b_smem, full, acc, tmp = self.a_smem, self.b_smem, self.full, self.acc, self.tmp
@@ -1041,10 +1041,10 @@ class BlockScaledContext(GemmContext):
             slice of the slot's K atoms); with A in registers, after ``fetch_a(it)``."""
             if a_local is None:
                 if part == 0 and half == 0:
-                    T.mbarrier_wait_parity(full[_slot(it, S)], _phase(it, S))
+                    T.mbarrier_wait_parity(full[ring(it, slot)], _phase(it, S))
                 em.ss(a_smem, b_smem, t, clear_accum=True, wait=None, descriptors=descriptors,
-                      a_stage_offset=_slot(it, S) * a_bytes,
-                      b_stage_offset=_slot(it, S) * b_bytes + self.part_offset(part),
+                      a_stage_offset=ring(it, slot) * a_bytes,
+                      b_stage_offset=ring(it, slot) * b_bytes + self.part_offset(part),
                       k_atoms=range(half * block_atoms, (half + 1) * block_atoms) if sub > 1 else None)
             else:
                 em.rs(a_local, b_smem, t, clear_accum=True, wait=None, desc_b=descriptors[1],
@@ -1167,12 +1167,20 @@ class BlockScaledContext(GemmContext):
         # unrolled, ptxas spilled at 64x256 on one warpgroup (320 bytes), at 128x224 and 128x240 (12 and
         # 80) and, with the token scales copied by cp.async instead of TMA, at 128x256 (296)
         rounds_unrolled = unroll_rounds and a_local is not None and em.num_warpgroups == 2 and folded
+        # ``unroll_rounds``, one whole-tile temporary on two consumer warpgroups (144 to 192 columns), not
+        # swap-AB: unrolled, 1.02-1.07x at 128x160 to 128x192 (no spills)
+        whole_rounds = unroll_rounds and a_local is None and em.num_warpgroups == 2 and not swap
 
         @T.macro
         def _consume_serial(it):
             descriptors = em.ring_descriptors(a_smem if a_local is None else None, b_smem)
             T.clear(acc)
-            if a_local is None:
+            if a_local is None and whole_rounds and T.truncmod(it, S) + T.truncmod(k_end - k_begin, S) == 0:
+                for r in T.serial(T.truncdiv(k_end - k_begin, S)):
+                    for s in list(range(S)):
+                        serial_block(it + r * S + s, descriptors, False, s)
+                it += k_end - k_begin
+            elif a_local is None:
                 for _ in T.serial(k_end - k_begin):
                     serial_block(it, descriptors)
                     it += 1
