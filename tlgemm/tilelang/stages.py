@@ -1175,7 +1175,7 @@ class BlockScaledContext(GemmContext):
         def _consume_serial(it):
             descriptors = em.ring_descriptors(a_smem if a_local is None else None, b_smem)
             T.clear(acc)
-            if a_local is None and whole_rounds and T.truncmod(it, S) + T.truncmod(k_end - k_begin, S) == 0:
+            if whole_rounds and T.truncmod(it, S) + T.truncmod(k_end - k_begin, S) == 0:
                 for r in T.serial(T.truncdiv(k_end - k_begin, S)):
                     for s in list(range(S)):
                         serial_block(it + r * S + s, descriptors, False, s)
