@@ -27,6 +27,16 @@ def _problem(generator, M, N, K):
     return a, b, _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
 
 
+def _batched_problem(generator, batch, M, N, K):
+    """``_problem`` for a batch: x [B, M, K], y [B, N, K], xs [B, M, K/128] outer-dim-major,
+    ys [B, ceil(N/128), K/128]."""
+    x = random_operand((batch, M, K), FP8, generator=generator, device=DEV)
+    y = random_operand((batch, N, K), FP8, generator=generator, device=DEV)
+    xs = _scales((batch, K // 128, M), generator).mT
+    ys = _scales((batch, -(-N // 128), K // 128), generator)
+    return x, y, xs, ys
+
+
 def _expected(a, b, sa, sb, bias=None):
     """The float64 reference on the dequantised operands."""
     a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
@@ -127,10 +137,7 @@ def test_ring_rounds_unrolled(generator, block_n, M, N, K):
     schedule = Schedule(block_m=128, block_n=block_n, block_k=128, num_stages=4, num_warpgroups=2).persistent()
     _check_twice(generator, schedule, M, N, K)
     batch = 2
-    x = random_operand((batch, M, K), FP8, generator=generator, device=DEV)
-    y = random_operand((batch, N, K), FP8, generator=generator, device=DEV)
-    xs = _scales((batch, K // 128, M), generator).mT
-    ys = _scales((batch, -(-N // 128), K // 128), generator)
+    x, y, xs, ys = _batched_problem(generator, batch, M, N, K)
     out = poisoned((batch, M, N), torch.bfloat16, DEV)
     blockscaled_bmm(x, y, xs, ys, schedule, out=out)
     for i in range(batch):
@@ -286,10 +293,7 @@ def test_scales_in_either_orientation(generator, M):
 def test_batched_matches_reference_and_triton(generator, batch, M, N, K):
     """FlagGems' batched form: x [B, M, K], y [B, N, K], xs [B, M, K/128] passed outer-dim-major
     (any strides), ys [B, ceil(N/128), K/128]; every GEMM of the batch checked."""
-    x = random_operand((batch, M, K), FP8, generator=generator, device=DEV)
-    y = random_operand((batch, N, K), FP8, generator=generator, device=DEV)
-    xs = _scales((batch, K // 128, M), generator).mT
-    ys = _scales((batch, -(-N // 128), K // 128), generator)
+    x, y, xs, ys = _batched_problem(generator, batch, M, N, K)
     bias = torch.randn(N, generator=generator).to(DEV)
     out = poisoned((batch, M, N), torch.bfloat16, DEV)
     assert blockscaled_bmm(x, y, xs, ys, out=out, bias=bias) is out

@@ -210,6 +210,11 @@ def test_blockscaled_kernel_lowers_with_non_power_of_two_block_n(block_n, tempor
     assert "mma.sync" not in src
 
 
+#: The block-scaled consumer's test for a tile that starts at ring slot 0 and fills whole rounds
+#: of a 4-stage ring (``consume_blockscaled``'s ``unroll_rounds``), as the generated CUDA writes it.
+RING_ROUNDS = r"if \(\(\(\w+ % 4\) \+ \(max\(1, \(\(K \+ 127\) >> 7\)\) % 4\)\) == 0\) \{"
+
+
 @pytest.mark.parametrize("block_m, warpgroups", [(128, 2), (64, 1)])
 def test_blockscaled_wide_tile_splits_its_temporary(block_m, warpgroups):
     """128x256 on two warpgroups (64x256 on one): each K block as two m64n128 wgmma batches into one
@@ -232,15 +237,14 @@ def test_blockscaled_wide_tile_splits_its_temporary(block_m, warpgroups):
                                                     num_warpgroups=warpgroups).persistent(132))
     assert schedule.num_stages == 4 and BlockScaledContext.store_staging_of(schedule) == (64, 1)
     assert _blockscaled_smem(schedule, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16) <= 232448
-    rounds_pattern = r"if \(\(\(\w+ % 4\) \+ \(max\(1, \(\(K \+ 127\) >> 7\)\) % 4\)\) == 0\) \{"
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
-    assert re.search(rounds_pattern, lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)) is None
+    assert re.search(RING_ROUNDS, lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)) is None
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
                             tma_token_scales=True)
     src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
     assert set(re.findall(r"wgmma_rs<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
                           r"tl::DataType::kFloat32, 64, (\d+), 32,", src)) == {"128"} and "wgmma_ss" not in src
-    rounds = re.search(rounds_pattern, src)
+    rounds = re.search(RING_ROUNDS, src)
     assert (rounds is not None) == (warpgroups == 2)
     if rounds:
         generic = src.index("} else {", rounds.end())
@@ -277,12 +281,11 @@ def test_blockscaled_whole_tile_unrolls_the_ring_rounds(block_n):
     from tlgemm.tilelang.launch import blockscaled_spec
 
     schedule = Schedule(block_m=128, block_n=block_n, block_k=128, num_stages=4, num_warpgroups=2).persistent(132)
-    rounds_pattern = r"if \(\(\(\w+ % 4\) \+ \(max\(1, \(\(K \+ 127\) >> 7\)\) % 4\)\) == 0\) \{"
     for tma in (False, True):
         spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
                                 tma_token_scales=tma)
         src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
-        rounds = re.search(rounds_pattern, src)
+        rounds = re.search(RING_ROUNDS, src)
         assert (rounds is not None) == tma
         if tma:
             body = src[rounds.end():]  # the generic loop's offsets are not literals: it matches none

@@ -32,13 +32,11 @@ from .test_tilelang_lowering import CASES
 GMMA = {"persistent-bf16": "HGMMA", "persistent-f16-mn": "HGMMA", "scaled-e4m3": "QGMMA",
         "streamk-tf32": "HGMMA", "streamk-bf16": "HGMMA", "persistent-int8": "IGMMA", "blockscaled-e4m3": "QGMMA",
         "blockscaled-e4m3-wide": "QGMMA", "blockscaled-e4m3-wide-tma": "QGMMA", "blockscaled-e4m3-192-tma": "QGMMA",
-        "blockscaled-e4m3-streamk": "QGMMA",
-        "swap-ab-streamk-e4m3": "QGMMA"}
+        "blockscaled-e4m3-streamk": "QGMMA", "swap-ab-streamk-e4m3": "QGMMA"}
 #: Kernels whose producer and consumers run separate branches, so setmaxnreg must hold.
 SEPARATE_BRANCHES = ("persistent-bf16", "persistent-f16-mn", "scaled-e4m3", "streamk-bf16", "persistent-int8",
-                     "blockscaled-e4m3", "blockscaled-e4m3-wide", "blockscaled-e4m3-wide-tma", "blockscaled-e4m3-192-tma",
-                     "blockscaled-e4m3-streamk",
-                     "swap-ab-streamk-e4m3")
+                     "blockscaled-e4m3", "blockscaled-e4m3-wide", "blockscaled-e4m3-wide-tma",
+                     "blockscaled-e4m3-192-tma", "blockscaled-e4m3-streamk", "swap-ab-streamk-e4m3")
 
 
 def _find_disassembler() -> str | None:

@@ -1168,7 +1168,7 @@ class BlockScaledContext(GemmContext):
         # 80) and, with the token scales copied by cp.async instead of TMA, at 128x256 (296)
         rounds_unrolled = unroll_rounds and a_local is not None and em.num_warpgroups == 2 and folded
         # ``unroll_rounds``, one whole-tile temporary on two consumer warpgroups (144 to 192 columns), not
-        # swap-AB: unrolled, 1.02-1.07x at 128x160 to 128x192 (no spills)
+        # swap-AB: unrolled, 1.02-1.07x at 128x160 to 128x192 on the H100, no spills (blockscaled_tiles.md)
         whole_rounds = unroll_rounds and a_local is None and em.num_warpgroups == 2 and not swap
 
         @T.macro
