@@ -924,30 +924,19 @@ class BlockScaledContext(GemmContext):
                                  multicast_a)
                     tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)], tile.batch,
                                  multicast_b)
-                    if sub == 1:  # apart from the loop below: a one-trip loop adds a proxy fence to the code
+                    # the K-iteration's scale blocks; a single one without a TIR loop (a one-trip loop
+                    # adds a proxy fence to the code)
+                    for h in (list(range(sub)) if sub == 1 else T.unroll(sub)):
                         if scales.tma:
-                            scales.load_a(token_smem, _slot(it, S + 1), k, token0, tokens, full[_slot(it, S)],
-                                          tile.batch)
+                            scales.load_a(token_smem, scale_slot(it, h), k * sub + h, token0, tokens,
+                                          full[_slot(it, S)], tile.batch)
                         else:
                             for r in T.unroll(rounds):
                                 if tokens % PRODUCER_LANES == 0 or r * PRODUCER_LANES + lane < tokens:
-                                    scales.copy_a(token_smem, _slot(it, S + 1), r * PRODUCER_LANES + lane, k, token0,
-                                                  tile.batch)
+                                    scales.copy_a(token_smem, scale_slot(it, h), r * PRODUCER_LANES + lane,
+                                                  k * sub + h, token0, tile.batch)
                         if lane < blocks:
-                            scales.copy_b(block_smem, _slot(it, S + 1), lane, k, first_block, tile.batch)
-                    else:
-                        for h in T.unroll(sub):
-                            if scales.tma:
-                                scales.load_a(token_smem, scale_slot(it, h), k * sub + h, token0, tokens,
-                                              full[_slot(it, S)], tile.batch)
-                            else:
-                                for r in T.unroll(rounds):
-                                    if tokens % PRODUCER_LANES == 0 or r * PRODUCER_LANES + lane < tokens:
-                                        scales.copy_a(token_smem, scale_slot(it, h), r * PRODUCER_LANES + lane,
-                                                      k * sub + h, token0, tile.batch)
-                            if lane < blocks:
-                                scales.copy_b(block_smem, scale_slot(it, h), lane, k * sub + h, first_block,
-                                              tile.batch)
+                            scales.copy_b(block_smem, scale_slot(it, h), lane, k * sub + h, first_block, tile.batch)
                     T.cp_async_barrier_noinc(full[_slot(it, S)])
                     it += 1
 
