@@ -267,18 +267,30 @@ class WGMMAEmitter:
     def _warpgroup(self, i, j):
         return (i // self.wg_m) * self.warpgroups_n + j // self.wg_n
 
-    def accum_layout(self) -> Fragment:
-        """T.Fragment of the [block_m, block_n] accumulator (PTX wgmma D register fragment)."""
+    def accum_layout(self, waves: int = 1) -> Fragment:
+        """T.Fragment of the [block_m, block_n] accumulator (PTX wgmma D register fragment).
+
+        ``waves`` > 1: the [waves · block_m, block_n] result of that many of this tile stacked
+        along M (DeepGEMM's waves: one tile's rows issued as several wgmma batches that share
+        B), wave v's rows [v · block_m, (v + 1) · block_m) held by the threads that hold them
+        in this tile's accumulator, after wave v - 1's in each thread's registers; a wave's
+        temporary accumulator then promotes into its rows thread by thread."""
+        if waves < 1:
+            raise ValueError(f"waves: {waves} must be at least 1")
         wg_m, wg_n, wgs_n, offset = self.wg_m, self.wg_n, self.warpgroups_n, self.thread_offset
+        bm, elems = self.block_m, self.accum_elems
 
         def thread(i, j):
-            warpgroup = i // wg_m * wgs_n + j // wg_n
-            return warpgroup * 128 + i % 64 // 16 * 32 + i % 8 * 4 + j % 8 // 2 + offset
+            r = i if waves == 1 else i % bm
+            warpgroup = r // wg_m * wgs_n + j // wg_n
+            return warpgroup * 128 + r % 64 // 16 * 32 + r % 8 * 4 + j % 8 // 2 + offset
 
         def index(i, j):
-            return (i % wg_m // 64 * (wg_n // 8) + j % wg_n // 8) * 4 + i % 16 // 8 * 2 + j % 2
+            r = i if waves == 1 else i % bm
+            within = (r % wg_m // 64 * (wg_n // 8) + j % wg_n // 8) * 4 + r % 16 // 8 * 2 + j % 2
+            return within if waves == 1 else i // bm * elems + within
 
-        return Fragment([self.block_m, self.block_n], forward_thread_fn=thread, forward_index_fn=index)
+        return Fragment([waves * bm, self.block_n], forward_thread_fn=thread, forward_index_fn=index)
 
     def accum_row_layout(self) -> Fragment:
         """T.Fragment of a [block_m] vector held beside the accumulator: value i on every thread

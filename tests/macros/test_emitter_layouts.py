@@ -64,3 +64,29 @@ def test_vector_layout_sizes():
     assert em.accum_col_layout().replicate_size.value == 64
     assert [int(d) for d in em.accum_row_layout().get_output_shape()] == [2]
     assert [int(d) for d in em.accum_col_layout().get_output_shape()] == [64]
+
+
+@pytest.mark.parametrize("block_m, block_n, wgs_m", [(128, 128, 2), (64, 128, 1), (64, 64, 1)])
+@pytest.mark.parametrize("waves", [2, 3])
+def test_stacked_waves_accumulator(block_m, block_n, wgs_m, waves):
+    """``accum_layout(waves)``: row v · block_m + i of the stacked result sits on the thread
+    that holds row i of one wave's accumulator, at that register plus v · accum_elems: every
+    (thread, register) once, the registers dense."""
+    em = WGMMAEmitter("e4m3", "e4m3", "f32", block_m=block_m, block_n=block_n, block_k=128, warpgroups_m=wgs_m)
+    wave, stacked = em.accum_layout(), em.accum_layout(waves)
+    assert [int(d) for d in stacked.get_input_shape()] == [waves * block_m, block_n]
+    seen = set()
+    for v, i, j in itertools.product(range(waves), range(block_m), range(block_n)):
+        t = _value(stacked.map_forward_thread([_c(v * block_m + i), _c(j)])[0])
+        r = _value(stacked.map_forward_index([_c(v * block_m + i), _c(j)])[0])
+        assert t == _value(wave.map_forward_thread([_c(i), _c(j)])[0])
+        assert r == _value(wave.map_forward_index([_c(i), _c(j)])[0]) + v * em.accum_elems
+        seen.add((t, r))
+    assert len(seen) == waves * block_m * block_n
+    assert {r for _, r in seen} == set(range(waves * em.accum_elems))
+
+
+def test_waves_rejects_zero():
+    em = WGMMAEmitter("e4m3", "e4m3", "f32", block_m=64, block_n=64, block_k=128)
+    with pytest.raises(ValueError, match="waves"):
+        em.accum_layout(0)

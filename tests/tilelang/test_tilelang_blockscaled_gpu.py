@@ -67,6 +67,16 @@ def _check_twice(generator, schedule, M, N, K):
     assert torch.equal(first, second), f"{schedule}: two launches differ"
 
 
+def _check_batched(generator, schedule, M, N, K, batch=2):
+    """``schedule`` on a random batched problem, the output poisoned first, each GEMM of the
+    batch against the reference."""
+    x, y, xs, ys = _batched_problem(generator, batch, M, N, K)
+    out = poisoned((batch, M, N), torch.bfloat16, DEV)
+    blockscaled_bmm(x, y, xs, ys, schedule, out=out)
+    for i in range(batch):
+        assert_gemm_close(out[i], _expected(x[i], y[i], xs[i], ys[i]), FP8, what=f"{schedule} batch {i}")
+
+
 @pytest.mark.parametrize("N, K", DEEPSEEK_NK, ids=str)
 @pytest.mark.parametrize("M", [1, 65, 1000])
 def test_matches_reference_and_triton(generator, M, N, K):
@@ -136,12 +146,27 @@ def test_ring_rounds_unrolled(generator, block_n, M, N, K):
 
     schedule = Schedule(block_m=128, block_n=block_n, block_k=128, num_stages=4, num_warpgroups=2).persistent()
     _check_twice(generator, schedule, M, N, K)
-    batch = 2
-    x, y, xs, ys = _batched_problem(generator, batch, M, N, K)
-    out = poisoned((batch, M, N), torch.bfloat16, DEV)
-    blockscaled_bmm(x, y, xs, ys, schedule, out=out)
-    for i in range(batch):
-        assert_gemm_close(out[i], _expected(x[i], y[i], xs[i], ys[i]), FP8, what=f"{schedule} batch {i}")
+    _check_batched(generator, schedule, M, N, K)
+
+
+@pytest.mark.parametrize("block_m, warpgroups, stages", [(256, 2, 3), (128, 1, 4)], ids=str)
+@pytest.mark.parametrize("M, N, K", [(2048, 7168, 1024), (300, 2112, 512), (1000, 1000, 640), (65, 1000, 384),
+                                     (600, 4096, 1536)], ids=str)
+def test_row_waves(generator, block_m, warpgroups, stages, M, N, K):
+    """Tiles in two row waves of 64 rows a warpgroup (``BlockScaledContext.waves_of``): 256x128
+    on two warpgroups, 128x128 on one; ragged M and N, 3 to 12 K blocks (the token scales by
+    TMA for M > 128: whole ring rounds unrolled where the K-iterations are a multiple of the
+    stages, 3 at K = 384 and 1536, the generic loop otherwise; by cp.async at M = 65), several
+    tiles a program, a bias; against the reference and the Triton kernel, then two launches
+    equal; and batched."""
+    from tlgemm.schedules import Schedule
+    from tlgemm.tilelang.stages import BlockScaledContext
+
+    schedule = blockscaled_stages_that_fit(Schedule(block_m=block_m, block_n=128, block_k=128, num_stages=stages,
+                                                    num_warpgroups=warpgroups).persistent())
+    assert BlockScaledContext.waves_of(schedule) == 2 and schedule.num_stages == stages
+    _check_twice(generator, schedule, M, N, K)
+    _check_batched(generator, schedule, M, N, K)
 
 
 @pytest.mark.parametrize("block_n, swap, streamk_tiles", [(64, False, 10**6), (48, False, 3), (16, True, 10**6),
@@ -224,6 +249,18 @@ def test_clusters(generator, raster, M, N, K):
 
     schedule = Schedule(block_m=128, block_n=128, block_k=128, num_stages=4, num_warpgroups=2,
                         raster=raster).persistent(7).cluster(2)
+    _check_with_bias(generator, schedule, M, N, K)
+
+
+@pytest.mark.parametrize("raster", ["m", "n"])
+@pytest.mark.parametrize("M, N, K", [(1000, 2112, 512), (600, 384, 1536)], ids=str)
+def test_row_waves_in_clusters(generator, raster, M, N, K):
+    """256x128 row waves in 2-CTA clusters (B or A multicast), odd tile counts, a bias, fewer
+    programs than tiles; against the reference and the Triton kernel."""
+    from tlgemm.schedules import Schedule
+
+    schedule = Schedule(block_m=256, block_n=128, block_k=128, num_stages=3, num_warpgroups=2,
+                        raster=raster).persistent(5).cluster(2)
     _check_with_bias(generator, schedule, M, N, K)
 
 

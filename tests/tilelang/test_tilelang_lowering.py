@@ -210,9 +210,14 @@ def test_blockscaled_kernel_lowers_with_non_power_of_two_block_n(block_n, tempor
     assert "mma.sync" not in src
 
 
-#: The block-scaled consumer's test for a tile that starts at ring slot 0 and fills whole rounds
-#: of a 4-stage ring (``consume_blockscaled``'s ``unroll_rounds``), as the generated CUDA writes it.
-RING_ROUNDS = r"if \(\(\(\w+ % 4\) \+ \(max\(1, \(\(K \+ 127\) >> 7\)\) % 4\)\) == 0\) \{"
+def ring_rounds(stages: int) -> str:
+    """The block-scaled consumer's test for a tile that starts at ring slot 0 and fills whole
+    rounds of a ring of ``stages`` (``consume_blockscaled``'s ``unroll_rounds``), as the
+    generated CUDA writes it."""
+    return rf"if \(\(\(\w+ % {stages}\) \+ \(max\(1, \(\(K \+ 127\) >> 7\)\) % {stages}\)\) == 0\) \{{"
+
+
+RING_ROUNDS = ring_rounds(4)
 
 
 @pytest.mark.parametrize("block_m, warpgroups", [(128, 2), (64, 1)])
@@ -293,6 +298,49 @@ def test_blockscaled_whole_tile_unrolls_the_ring_rounds(block_n):
                                 r"uint64_t\(desc_b \+ (\d+)\), [^;]*, 0\);", body)
             assert firsts == [(str(1024 * s) if s else "", str(block_n * 8 * s)) for s in range(4)], firsts
         assert "mma.sync" not in src
+
+
+@pytest.mark.parametrize("block_m, block_n, warpgroups, swap, waves",
+                         [(256, 128, 2, False, 2), (128, 128, 1, False, 2), (128, 128, 2, False, 1),
+                          (128, 256, 2, False, 1), (256, 64, 2, False, 1), (256, 96, 2, False, 1),
+                          (128, 32, 1, True, 1)], ids=str)
+def test_blockscaled_row_waves_rule(block_m, block_n, warpgroups, swap, waves):
+    """Row waves where two whole-tile temporaries do not fit but the result and one wave's do,
+    the warpgroups splitting M and block_n a power of two up to 128 (not swap-AB); such a tile
+    has one temporary and no parts."""
+    from tlgemm.tilelang.stages import BlockScaledContext
+
+    schedule = Schedule(block_m=block_m, block_n=block_n, block_k=128, num_stages=4,
+                        num_warpgroups=warpgroups).persistent()
+    schedule = schedule.swap_ab() if swap else schedule
+    assert BlockScaledContext.waves_of(schedule) == waves
+    if waves > 1:
+        assert BlockScaledContext.fragments_of(schedule) == (1, 1)
+
+
+def test_blockscaled_row_waves_lower():
+    """256x128 on two warpgroups in two row waves (3 stages with two output buffers): every wgmma
+    m64n128 from shared memory (no A copied into registers); in an unrolled round each slot
+    issues wave 0 at A's slot offset (2048 16-byte units a slot) and wave 1 128 rows further
+    (1024; a warpgroup's rows 512 further in each), both on the slot's B tile (1024 a slot)."""
+    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import blockscaled_spec, blockscaled_stages_that_fit
+
+    schedule = blockscaled_stages_that_fit(Schedule(block_m=256, block_n=128, block_k=128, num_stages=4,
+                                                    num_warpgroups=2).persistent(132))
+    assert schedule.num_stages == 3
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
+                            tma_token_scales=True)
+    src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
+    assert set(re.findall(r"wgmma_(\w\w)<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
+                          r"tl::DataType::kFloat32, 64, (\d+), 32,", src)) == {("ss", "128")}
+    rounds = re.search(ring_rounds(3), src)
+    assert rounds is not None
+    firsts = re.findall(r"wgmma_ss<[^;]*uint64_t\(desc_a \+ \(*\w+ \* 512\)(?: \+ (\d+))?\)+, "
+                        r"uint64_t\(desc_b \+ (\d+)\), [^;]*, 0\);", src[rounds.end():])
+    assert firsts == [(str(2048 * s + 1024 * w) if s or w else "", str(1024 * s)) for s in range(3) for w in range(2)]
+    assert "mma.sync" not in src
 
 
 def test_blockscaled_streamk_lowers():

@@ -363,9 +363,13 @@ class GemmContext:
         self.tile_b = T.alloc_var("int32", init=0)
         self.shared = T.alloc_var("int32", init=0) if self.cluster_size > 1 else None
         T.annotate_layout({self.a_smem: em.a_shared_layout.expand([S]), self.b_smem: em.b_shared_layout.expand([S]),
-                           self.acc: em.accum_layout()})
+                           self.acc: self.accum_layout()})
         if registers:
             self._set_registers()
+
+    def accum_layout(self):
+        """The result's register layout: the emitter's accumulator."""
+        return self.emitter.accum_layout()
 
     def is_producer(self):
         return T.get_thread_binding() >= self.consumer_threads
@@ -730,7 +734,11 @@ class BlockScaledContext(GemmContext):
     registers), measured 0.90x: the smaller wgmma batches cost more than the waits they hide
     (benchmarks/results/blockscaled_tiles.md). With two whole-tile temporaries a K-iteration
     may hold two scale blocks (block_k 256, ``sub_blocks_of``): its halves take a temporary
-    each, as consecutive K blocks do otherwise, with one ``full`` wait and one release per two."""
+    each, as consecutive K blocks do otherwise, with one ``full`` wait and one release per two.
+    A tile with more than 64 rows a warpgroup whose temporaries do not fit whole (256x128 on
+    two warpgroups) runs in row waves instead (``waves_of``, DeepGEMM's form): each K block
+    is one wgmma batch from shared memory per wave of 64 rows a warpgroup, all reading the
+    slot's B tile, each waited for and promoted into its rows before the next is issued."""
 
     #: float32 registers per consumer thread for the result and its temporaries. ptxas spilled
     #: and serialised the wgmma (warning C7512) at 128x256 with two temporaries (384).
@@ -749,10 +757,13 @@ class BlockScaledContext(GemmContext):
         self.row_width, self.col_width = self.scale_widths_of(schedule)
         self.temporaries, self.parts = self.fragments_of(schedule)
         self.part_n = self.block_n // self.parts
+        self.waves = self.waves_of(schedule)
+        self.wave_m = self.block_m // self.waves
         self.store_chunk, self.store_buffers = self.store_staging_of(schedule)
         if self.emitter.num_warpgroups == 1:
             self.producer_registers = BLOCKSCALED_PRODUCER_REGISTERS
-        self.part_emitter = self.emitter if self.parts == 1 else self._part_emitter(a_dtype, b_dtype)
+        self.part_emitter = (self._wave_emitter(a_dtype, b_dtype) if self.waves > 1
+                             else self.emitter if self.parts == 1 else self._part_emitter(a_dtype, b_dtype))
         bm, bn = self.block_m, self.block_n
         #: the per-block scale is one value per part: a power-of-two side that no part crosses
         self.folded = ((bm & (bm - 1) == 0 and bm <= SCALE_BLOCK) if self.swap_ab
@@ -785,14 +796,32 @@ class BlockScaledContext(GemmContext):
         return -(-schedule.block_m // 32) * 32, cls.b_scale_width_of(schedule.block_n)
 
     @classmethod
+    def waves_of(cls, schedule: Schedule) -> int:
+        """Row waves of a tile: block_m / (64 · warpgroups) where two whole-tile temporaries and
+        the result do not fit in ``fragment_registers`` but the result and one wave's temporary
+        do, the warpgroups split the tile along M, block_n is a power of two up to 128 (one
+        per-block scale a K block) and not swap-AB: 256x128 on two warpgroups, 128x128 on
+        one. Else 1 (the tile is one wave)."""
+        wgs, bm, bn = schedule.num_warpgroups, schedule.block_m, schedule.block_n
+        per_fragment = bm * bn // (128 * wgs)
+        if (schedule.is_swap_ab or bn & (bn - 1) or bn > SCALE_BLOCK or bm % (64 * wgs)
+                or 3 * per_fragment <= cls.fragment_registers):
+            return 1
+        waves = bm // (64 * wgs)
+        return waves if waves > 1 and per_fragment + per_fragment // waves <= cls.fragment_registers else 1
+
+    @classmethod
     def fragments_of(cls, schedule: Schedule) -> tuple[int, int]:
         """(temporaries, parts): two whole-tile temporary accumulators per consumer while they
-        and the result fit in ``fragment_registers``, else one (block_n up to 192 on 64 rows
-        per warpgroup), else one of block_n / 2 columns (``parts`` = 2: block_n up to 256 on
-        64 rows per warpgroup; the warpgroups must then split the tile along M, so that a
-        part's columns are the same threads' in the temporary and in the result)."""
+        and the result fit in ``fragment_registers``, else one wave's (``waves_of``), else one
+        whole-tile one (block_n up to 192 on 64 rows per warpgroup), else one of block_n / 2
+        columns (``parts`` = 2: block_n up to 256 on 64 rows per warpgroup; the warpgroups must
+        then split the tile along M, so that a part's columns are the same threads' in the
+        temporary and in the result)."""
         wgs = schedule.num_warpgroups
         per_fragment = schedule.block_m * schedule.block_n // (128 * wgs)
+        if cls.waves_of(schedule) > 1:
+            return 1, 1
         for temporaries in (2, 1):
             if (1 + temporaries) * per_fragment <= cls.fragment_registers:
                 return temporaries, 1
@@ -857,6 +886,30 @@ class BlockScaledContext(GemmContext):
                              "sub-tile of the same descriptor form")
         return part
 
+    def _wave_emitter(self, a_dtype: str, b_dtype: str) -> WGMMAEmitter:
+        """The emitter of one row wave, [block_m / waves, block_n]: both operands from shared
+        memory, A's rows of a wave a sub-tile of the same K-major swizzled layout starting on
+        a whole 8-row group (``wave_offset``; PTX ISA 9.7.15.5.1)."""
+        em = self.emitter
+        wave = WGMMAEmitter(a_dtype, b_dtype, "f32", block_m=self.wave_m, block_n=self.block_n,
+                            block_k=self.block_k, warpgroups_m=em.warpgroups_m, warpgroups_n=em.warpgroups_n)
+        full, part = em.a_params, wave.a_params
+        if (part.swizzle, part.leading_byte_offset, part.stride_byte_offset, part.major) != (
+                full.swizzle, full.leading_byte_offset, full.stride_byte_offset, full.major):
+            raise ValueError(f"schedule: a {self.wave_m}-row wave of A's {self.block_m}-row tile is not a "
+                             "sub-tile of the same descriptor form")
+        return wave
+
+    def wave_offset(self, wave: int) -> int:
+        """Byte offset of wave ``wave``'s A rows in A's ring slot (K-major rows in groups of 8,
+        ``stride_byte_offset`` apart, PTX ISA 9.7.15.5.1)."""
+        return self.emitter.a_params.atom_offset(wave * self.wave_m, 0)
+
+    def accum_layout(self):
+        """The result's register layout: the waves' accumulators stacked (``accum_layout(waves)``),
+        so that each wave's temporary promotes into its rows thread by thread."""
+        return self.part_emitter.accum_layout(self.waves) if self.waves > 1 else self.emitter.accum_layout()
+
     def part_offset(self, part: int) -> int:
         """Byte offset of part ``part``'s B rows in B's ring slot (PTX ISA 9.7.15.5.1:
         K-major rows in groups of 8, ``stride_byte_offset`` apart)."""
@@ -879,7 +932,7 @@ class BlockScaledContext(GemmContext):
     def allocate(self):
         super().allocate(registers=False)
         S = self.num_stages
-        self.tmp = tuple(T.alloc_fragment((self.block_m, self.part_n), "float32") for _ in range(self.temporaries))
+        self.tmp = tuple(T.alloc_fragment((self.wave_m, self.part_n), "float32") for _ in range(self.temporaries))
         self.row_scales = T.alloc_shared(((S + 1) * self.sub_blocks, self.row_width), "float32")
         self.col_scales = T.alloc_shared(((S + 1) * self.sub_blocks, self.col_width), "float32")
         T.annotate_layout({t: self.part_emitter.accum_layout() for t in self.tmp})
@@ -887,7 +940,7 @@ class BlockScaledContext(GemmContext):
             self.token_factors = T.alloc_fragment((self.part_n,), "float32")
             T.annotate_layout({self.token_factors: self.part_emitter.accum_col_layout()})
         else:
-            self.token_factors = tuple(T.alloc_fragment((self.block_m,), "float32")
+            self.token_factors = tuple(T.alloc_fragment((self.wave_m,), "float32")
                                        for _ in range(1 if self.folded else self.col_width))
             T.annotate_layout({f: self.part_emitter.accum_row_layout() for f in self.token_factors})
         self.a_local = None
@@ -974,6 +1027,7 @@ class BlockScaledContext(GemmContext):
         a_smem, b_smem, full, acc, tmp = self.a_smem, self.b_smem, self.full, self.acc, self.tmp
         row_scales, col_scales, a_bytes, b_bytes = self.row_scales, self.col_scales, self.a_bytes, self.b_bytes
         factors, swap, folded = self.token_factors, self.swap_ab, self.folded
+        rows, waves = self.wave_m, self.waves
 
         def per_block(smem, slot, p, extent, width, start):
             if extent & (extent - 1) == 0:
@@ -1025,14 +1079,15 @@ class BlockScaledContext(GemmContext):
         block_atoms = SCALE_BLOCK // em.shape.inst_k  # wgmma K atoms of one scale block
 
         @T.macro
-        def issue(t, it, descriptors, part: int = 0, half: int = 0, slot=None):
-            """Part ``part`` of K-iteration it's wgmma into ``t`` (its scale block ``half``: that
-            slice of the slot's K atoms); with A in registers, after ``fetch_a(it)``."""
+        def issue(t, it, descriptors, part: int = 0, half: int = 0, slot=None, wave: int = 0):
+            """Part ``part`` (row wave ``wave``) of K-iteration it's wgmma into ``t`` (its scale
+            block ``half``: that slice of the slot's K atoms); with A in registers, after
+            ``fetch_a(it)``."""
             if a_local is None:
-                if part == 0 and half == 0:
+                if part == 0 and half == 0 and wave == 0:
                     T.mbarrier_wait_parity(full[ring(it, slot)], _phase(it, S))
                 em.ss(a_smem, b_smem, t, clear_accum=True, wait=None, descriptors=descriptors,
-                      a_stage_offset=ring(it, slot) * a_bytes,
+                      a_stage_offset=ring(it, slot) * a_bytes + self.wave_offset(wave),
                       b_stage_offset=ring(it, slot) * b_bytes + self.part_offset(part),
                       k_atoms=range(half * block_atoms, (half + 1) * block_atoms) if sub > 1 else None)
             else:
@@ -1040,9 +1095,10 @@ class BlockScaledContext(GemmContext):
                       b_stage_offset=ring(it, slot) * b_bytes + self.part_offset(part))
 
         @T.macro
-        def stage_factors(it, part: int = 0, half: int = 0):
-            """K-iteration it's token scales of scale block ``half`` (times the part's block scale
-            where folded) into registers; its ``full`` barrier has been waited for by ``issue``."""
+        def stage_factors(it, part: int = 0, half: int = 0, wave: int = 0):
+            """K-iteration it's token scales of scale block ``half`` (of the rows of ``wave``; times
+            the part's block scale where folded) into registers; its ``full`` barrier has been
+            waited for by ``issue``."""
             slot = scale_slot(it, half)
             if swap:
                 for j in T.Parallel(width):
@@ -1051,8 +1107,8 @@ class BlockScaledContext(GemmContext):
                     else:
                         factors[j] = col_scales[slot, part * width + j]
             elif folded:
-                for i in T.Parallel(bm):
-                    factors[0][i] = row_scales[slot, i] * col_scales[slot, part * width // SCALE_BLOCK]
+                for i in T.Parallel(rows):
+                    factors[0][i] = row_scales[slot, wave * rows + i] * col_scales[slot, part * width // SCALE_BLOCK]
             else:
                 for w in list(range(self.col_width)):
                     for i in T.Parallel(bm):
@@ -1065,22 +1121,22 @@ class BlockScaledContext(GemmContext):
                 self.release(ring(it, slot))
 
         @T.macro
-        def promote_at(t, it, part: int, offset, half: int = 0):
-            for i, j in T.Parallel(bm, width):
-                acc[i, part * width + j] = (acc[i, part * width + j]
-                                            + t[i, j] * factor(scale_slot(it, half), i, j, part, offset))
+        def promote_at(t, it, part: int, offset, half: int = 0, wave: int = 0):
+            for i, j in T.Parallel(rows, width):
+                acc[wave * rows + i, part * width + j] = (acc[wave * rows + i, part * width + j]
+                                                          + t[i, j] * factor(scale_slot(it, half), i, j, part, offset))
 
         @T.macro
-        def promote_by_offset(t, it, part: int = 0, half: int = 0):
+        def promote_by_offset(t, it, part: int = 0, half: int = 0, wave: int = 0):
             """acc += t · its scales in the branch of the tile's offset, where each element's
             staged block is a constant: an FFMA an element, no FSEL and predicate move."""
             for offset in offsets:
                 if T.truncmod(tile.n0, SCALE_BLOCK) == offset:
-                    promote_at(t, it, part, offset, half)
+                    promote_at(t, it, part, offset, half, wave)
 
         @T.macro
-        def promote_in_place(t, it, part: int = 0, half: int = 0):
-            promote_at(t, it, part, None, half)
+        def promote_in_place(t, it, part: int = 0, half: int = 0, wave: int = 0):
+            promote_at(t, it, part, None, half, wave)
 
         promote = promote_by_offset if by_offset else promote_in_place
 
@@ -1121,23 +1177,27 @@ class BlockScaledContext(GemmContext):
                 step(tmp[1], it + d1, 0, h1)
                 it += d2
 
+        # a K block's wgmma batches under one temporary, as (part, wave): its parts along N, or
+        # its row waves
+        pieces = [(part, 0) for part in range(parts)] if waves == 1 else [(0, wave) for wave in range(waves)]
+
         @T.macro
         def serial_block(it, descriptors, fetch_next: bool = False, slot=None):
-            """One K block, its parts each issued, waited for and promoted in turn. With A in
+            """One K block, its parts (or waves) each issued, waited for and promoted in turn. With A in
             registers and ``fetch_next``, the next K block's A is copied in as soon as the last
             part's wgmma has freed the registers, before that part's promotion: the loads'
             latency is then covered by the promotion's FFMAs instead of delaying the next
             issue (1.02-1.04x at M = 4096 on the H100, benchmarks/results/blockscaled_tiles.md)."""
-            for part in list(range(parts)):
-                issue(tmp[0], it, descriptors, part, 0, slot)
-                stage_factors(it, part)
-                if part == parts - 1:
+            for n, (part, wave) in enumerate(pieces):
+                issue(tmp[0], it, descriptors, part, 0, slot, wave)
+                stage_factors(it, part, 0, wave)
+                if n == len(pieces) - 1:
                     retire(it, 0, sub - 1, slot)
                     if fetch_next:
                         fetch_a(it + 1, None if slot is None else (slot + 1) % S)
                 else:
                     em.wait(0)
-                promote(tmp[0], it, part)
+                promote(tmp[0], it, part, 0, wave)
 
         @T.macro
         def last_block(it, descriptors, slot=None):
@@ -1156,8 +1216,9 @@ class BlockScaledContext(GemmContext):
         # unrolled, ptxas spilled at 64x256 on one warpgroup (320 bytes), at 128x224 and 128x240 (12 and
         # 80) and, with the token scales copied by cp.async instead of TMA, at 128x256 (296)
         rounds_unrolled = unroll_rounds and a_local is not None and em.num_warpgroups == 2 and folded
-        # ``unroll_rounds``, one whole-tile temporary on two consumer warpgroups (144 to 192 columns), not
-        # swap-AB: unrolled, 1.02-1.07x at 128x160 to 128x192 on the H100, no spills (blockscaled_tiles.md)
+        # ``unroll_rounds``, one whole-tile temporary (144 to 192 columns) or row waves on two consumer
+        # warpgroups, not swap-AB: unrolled, 1.02-1.07x at 128x160 to 128x192 on the H100, no spills
+        # (blockscaled_tiles.md)
         whole_rounds = unroll_rounds and a_local is None and em.num_warpgroups == 2 and not swap
 
         @T.macro
