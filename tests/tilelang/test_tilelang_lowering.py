@@ -362,20 +362,31 @@ def test_blockscaled_streamk_lowers():
 
 
 def test_default_blockscaled_schedule_takes_the_wide_tile():
-    """128x256 where it measured faster (M = 4096, N a multiple of 256, K >= 1024); where N is
-    no multiple of 128 and K >= 1024, a width dividing N that fills the last wave better than
-    128, one whose promotion branches on the tile offset first (2112 = 11 · 192, though 12 · 176
-    fills more), else the fullest (2880 = 20 · 144); 128x128 on the other shapes (K = 512) or
-    where N and K are not given."""
+    """256x128 row waves with raster "n" at K = 512..1536 where N is a multiple of 128, the tiles
+    make a wave and M pads no more than with 128 rows; 128x256 where it measured faster (M =
+    4096, N a multiple of 256, K >= 1024); where N is no multiple of 128 and K >= 1024, a width
+    dividing N that fills the last wave better than 128, one whose promotion branches on the
+    tile offset first (2112 = 11 · 192, though 12 · 176 fills more), else the fullest (2880 =
+    20 · 144); 128x128 on the other shapes or where N and K are not given."""
     from tlgemm.tilelang.launch import default_blockscaled_schedule
+    from tlgemm.tilelang.stages import BlockScaledContext
 
     def tile(M, N=None, K=None):
         s = default_blockscaled_schedule(M, N=N, K=K)
         return s.block_m, s.block_n, s.num_stages
 
-    for N, K in ((24576, 1536), (7168, 16384), (4096, 7168), (7168, 2048)):
+    for M, N, K in ((4096, 24576, 1536), (4096, 32768, 512), (2048, 4096, 1536), (8192, 16384, 1024),
+                    (1000, 24576, 1536)):
+        s = default_blockscaled_schedule(M, N=N, K=K)
+        assert (s.block_m, s.block_n, s.num_stages, s.raster) == (256, 128, 3, "n"), (M, N, K, s)
+        assert BlockScaledContext.waves_of(s) == 2
+    # K = 2048 or 256, 128 tiles (< 132 SMs), M = 4097 (17 tile rows of 256 against 33 of 128), N = 2112
+    for M, N, K in ((4096, 7168, 2048), (4096, 4096, 256), (1024, 4096, 1536), (4097, 24576, 1536),
+                    (4096, 2112, 1024)):
+        assert default_blockscaled_schedule(M, N=N, K=K).block_m == 128, (M, N, K)
+    for N, K in ((7168, 16384), (4096, 7168), (7168, 2048), (24576, 2048)):
         assert tile(4096, N, K) == (128, 256, 4), (N, K)
-    for N, K in ((32768, 512), (2112, 512), (4160, 7168)):
+    for N, K in ((2112, 512), (4160, 7168)):
         assert tile(4096, N, K) == (128, 128, 4), (N, K)
     assert tile(4096, 2112, 7168) == (128, 192, 4)
     assert tile(4096, 2880, 7168) == (128, 144, 4)

@@ -637,6 +637,13 @@ _WIDE_STAGES = 4
 #: the sweep, 1.12x in a probe the same day), lost 3% at K = 512 (4 K blocks a tile, the
 #: epilogue's share larger) and 4% at N = 2112 (benchmarks/results/blockscaled_tiles.md).
 _WIDEST_N, _WIDEST_MIN_K = 256, 1024
+#: The K range (inclusive) where the default takes 256x128 tiles in row waves
+#: (``BlockScaledContext.waves_of``) with raster "n", where N is a multiple of 128, the tiles make
+#: at least one wave and M pads no more than with 128-row tiles: on the H100 by kernel time, at
+#: M = 2048, 4096, 8192 and N x K = 4096x1536, 24576x1536, 16384x1024, 32768x512, 1.00-1.13x the
+#: former default (128x256, or 128x128 at K = 512); at K = 2048 0.97-0.99x, at K >= 7168
+#: 0.78-0.91x; with raster "m" 0.97-1.02x (benchmarks/results/blockscaled_tiles.md).
+_WAVES_K = (512, 1536)
 #: Widths above 128 whose result and one temporary fit ``fragment_registers`` on 64 rows a
 #: warpgroup (multiples of 16 up to 192) that the default takes with 128-row tiles, N no
 #: multiple of 128 and K >= ``_WIDEST_MIN_K``: of those dividing N whose last wave is fuller than
@@ -672,8 +679,10 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     tiles alone make ``_WIDE_WAVES`` waves (64x128 becoming 128x64, one tile row, above
     ``_ONE_ROW_MIN_M``); else 128-row tiles on two (two temporaries and
     the result: 3 · 64 registers per thread at block_n = 128), ``_WIDE_STAGES`` stages, or
-    when N and K are given, 128x``_WIDEST_N`` tiles where they make at least one wave, pad N
-    no more than 128-column tiles do and K is at least ``_WIDEST_MIN_K``; else, where N is
+    when N and K are given, 256x128 tiles in row waves with raster "n" where K is in
+    ``_WAVES_K`` (as many stages as fit, 3), else 128x``_WIDEST_N`` tiles where they make at
+    least one wave, pad N no more than 128-column tiles do and K is at least
+    ``_WIDEST_MIN_K``; else, where N is
     no multiple of 128, a width of ``_EXACT_N`` that divides it and fills the last wave
     better (K as large). A single GEMM
     whose 64x64 tiles would fill at most ``_STREAMK_FILL`` of the SMs (N and K given, K at
@@ -709,12 +718,16 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     else:
         narrow = M <= 64 or (M <= _SMALL_M and known and tiles(128, 128) < _WIDE_WAVES * num_sms)
         block_m, warpgroups = (64, 1) if narrow else (128, 2)
-        block_n = 128
+        block_n, raster = 128, "m"
+        waves = (known and not narrow and K is not None and _WAVES_K[0] <= K <= _WAVES_K[1] and N % 128 == 0
+                 and tiles(256, 128) >= num_sms and -(-M // 256) * 2 <= -(-M // 128))
         widest = (known and not narrow and K is not None and K >= _WIDEST_MIN_K
                   and tiles(block_m, _WIDEST_N) >= num_sms and -(-N // _WIDEST_N) * 2 <= -(-N // 128))
         exact = [n for n in _EXACT_N if known and not narrow and K is not None and K >= _WIDEST_MIN_K
                  and N % 128 and N % n == 0 and fill(block_m, n) > fill(block_m, 128)]
-        if widest:
+        if waves:
+            block_m, raster = 256, "n"
+        elif widest:
             block_n = _WIDEST_N
         elif exact:
             def branched(n: int) -> bool:
@@ -729,7 +742,8 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         if narrow and M > _ONE_ROW_MIN_M and block_n == 128:
             block_m, block_n = 128, 64
         s = Schedule(block_m=block_m, block_n=block_n, block_k=_SCALE_BLOCK,
-                     num_stages=_WIDE_STAGES if warpgroups == 2 else 8, num_warpgroups=warpgroups).persistent()
+                     num_stages=_WIDE_STAGES if warpgroups == 2 else 8, num_warpgroups=warpgroups,
+                     raster=raster).persistent()
     if ((s.block_m, s.block_n) == (64, 64) and not s.is_swap_ab and M > _DEEP_K_MIN_M and batch == 1
             and K is not None and K % (2 * _SCALE_BLOCK) == 0):
         s = dataclasses.replace(s, block_k=2 * _SCALE_BLOCK, num_stages=_DEEP_K_STAGES)
