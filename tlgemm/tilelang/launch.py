@@ -642,7 +642,8 @@ _WIDEST_N, _WIDEST_MIN_K = 256, 1024
 #: at least one wave and M pads no more than with 128-row tiles: on the H100 by kernel time, at
 #: M = 2048, 4096, 8192 and N x K = 4096x1536, 24576x1536, 16384x1024, 32768x512, 1.01-1.11x the
 #: former default (128x256, or 128x128 at K = 512; geomean 1.047); at K = 2048 0.97-0.99x, at
-#: K >= 7168 0.78-0.91x; with raster "m" 0.97-1.02x (benchmarks/results/blockscaled_tiles.md).
+#: K >= 7168 0.78-0.91x; with raster "m" 0.97-1.02x; at M = 256..1024 0.98-1.10x (geomean 1.033)
+#: (benchmarks/results/blockscaled_tiles.md).
 _WAVES_K = (512, 1536)
 #: Widths above 128 whose result and one temporary fit ``fragment_registers`` on 64 rows a
 #: warpgroup (multiples of 16 up to 192) that the default takes with 128-row tiles, N no
