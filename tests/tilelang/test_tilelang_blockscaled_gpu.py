@@ -155,8 +155,8 @@ def test_ring_rounds_unrolled(generator, block_n, M, N, K):
 def test_row_waves(generator, block_m, warpgroups, stages, M, N, K):
     """Tiles in two row waves of 64 rows a warpgroup (``BlockScaledContext.waves_of``): 256x128
     on two warpgroups, 128x128 on one; ragged M and N, 3 to 12 K blocks (the token scales by
-    TMA for M > 128: whole ring rounds unrolled where the K-iterations are a multiple of the
-    stages, 3 at K = 384 and 1536, the generic loop otherwise; by cp.async at M = 65), several
+    TMA for M > 128, by cp.async at M = 65; 256x128 at K = 1536 runs its 12 K-iterations as
+    whole rounds of the 3-stage ring, unrolled, the other cases the generic loop), several
     tiles a program, a bias; against the reference and the Triton kernel, then two launches
     equal; and batched."""
     from tlgemm.schedules import Schedule
