@@ -878,13 +878,18 @@ class BlockScaledContext(GemmContext):
         part = WGMMAEmitter(a_dtype, b_dtype, "f32", block_m=self.block_m, block_n=self.part_n,
                             block_k=self.block_k, warpgroups_m=em.warpgroups_m, warpgroups_n=em.warpgroups_n,
                             a_source="register")
-        full, half = em.b_params, part.b_params
-        same = (half.swizzle, half.leading_byte_offset, half.stride_byte_offset, half.major) == (
-            full.swizzle, full.leading_byte_offset, full.stride_byte_offset, full.major)
-        if not same:
+        if not self._same_descriptor_form(em.b_params, part.b_params):
             raise ValueError(f"schedule: a {self.part_n}-column part of B's {self.block_n}-row tile is not a "
                              "sub-tile of the same descriptor form")
         return part
+
+    @staticmethod
+    def _same_descriptor_form(whole, sub) -> bool:
+        """Whether a sub-tile's descriptor parameters are the whole tile's (swizzle, leading and
+        stride byte offsets, major), so that one descriptor moved by a start offset reads it
+        (PTX ISA 9.7.15.5.1, "Matrix Descriptor Format")."""
+        return all(getattr(whole, f) == getattr(sub, f)
+                   for f in ("swizzle", "leading_byte_offset", "stride_byte_offset", "major"))
 
     def _wave_emitter(self, a_dtype: str, b_dtype: str) -> WGMMAEmitter:
         """The emitter of one row wave, [block_m / waves, block_n]: both operands from shared
@@ -893,9 +898,7 @@ class BlockScaledContext(GemmContext):
         em = self.emitter
         wave = WGMMAEmitter(a_dtype, b_dtype, "f32", block_m=self.wave_m, block_n=self.block_n,
                             block_k=self.block_k, warpgroups_m=em.warpgroups_m, warpgroups_n=em.warpgroups_n)
-        full, part = em.a_params, wave.a_params
-        if (part.swizzle, part.leading_byte_offset, part.stride_byte_offset, part.major) != (
-                full.swizzle, full.leading_byte_offset, full.stride_byte_offset, full.major):
+        if not self._same_descriptor_form(em.a_params, wave.a_params):
             raise ValueError(f"schedule: a {self.wave_m}-row wave of A's {self.block_m}-row tile is not a "
                              "sub-tile of the same descriptor form")
         return wave
@@ -1020,8 +1023,9 @@ class BlockScaledContext(GemmContext):
         2-6% slower at 128x128 (benchmarks/results/blockscaled_tiles.md).
 
         ``unroll_rounds`` (where the kernel's token scales arrive by TMA): on 128x256 tiles and on
-        two-warpgroup tiles with one whole-tile temporary, a tile that starts at ring slot 0 and
-        fills whole rounds of the ring runs each round unrolled, so that every slot is a constant."""
+        two-warpgroup tiles with one whole-tile temporary or in row waves, a tile that starts at
+        ring slot 0 and fills whole rounds of the ring runs each round unrolled, so that every
+        slot is a constant."""
         S, bm, bn, parts, width = self.num_stages, self.block_m, self.block_n, self.parts, self.part_n
         em, it = self.part_emitter, self.iteration
         a_smem, b_smem, full, acc, tmp = self.a_smem, self.b_smem, self.full, self.acc, self.tmp
@@ -1111,8 +1115,8 @@ class BlockScaledContext(GemmContext):
                     factors[0][i] = row_scales[slot, wave * rows + i] * col_scales[slot, part * width // SCALE_BLOCK]
             else:
                 for w in list(range(self.col_width)):
-                    for i in T.Parallel(bm):
-                        factors[w][i] = row_scales[slot, i] * col_scales[slot, w]
+                    for i in T.Parallel(rows):
+                        factors[w][i] = row_scales[slot, wave * rows + i] * col_scales[slot, w]
 
         @T.macro
         def retire(it, pending: int, half: int = sub - 1, slot=None):
