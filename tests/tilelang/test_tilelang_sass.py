@@ -32,11 +32,12 @@ from .test_tilelang_lowering import CASES
 GMMA = {"persistent-bf16": "HGMMA", "persistent-f16-mn": "HGMMA", "scaled-e4m3": "QGMMA",
         "streamk-tf32": "HGMMA", "streamk-bf16": "HGMMA", "persistent-int8": "IGMMA", "blockscaled-e4m3": "QGMMA",
         "blockscaled-e4m3-wide": "QGMMA", "blockscaled-e4m3-wide-tma": "QGMMA", "blockscaled-e4m3-192-tma": "QGMMA",
-        "blockscaled-e4m3-streamk": "QGMMA", "swap-ab-streamk-e4m3": "QGMMA"}
+        "blockscaled-e4m3-waves-tma": "QGMMA", "blockscaled-e4m3-streamk": "QGMMA", "swap-ab-streamk-e4m3": "QGMMA"}
 #: Kernels whose producer and consumers run separate branches, so setmaxnreg must hold.
 SEPARATE_BRANCHES = ("persistent-bf16", "persistent-f16-mn", "scaled-e4m3", "streamk-bf16", "persistent-int8",
                      "blockscaled-e4m3", "blockscaled-e4m3-wide", "blockscaled-e4m3-wide-tma",
-                     "blockscaled-e4m3-192-tma", "blockscaled-e4m3-streamk", "swap-ab-streamk-e4m3")
+                     "blockscaled-e4m3-192-tma", "blockscaled-e4m3-waves-tma", "blockscaled-e4m3-streamk",
+                     "swap-ab-streamk-e4m3")
 
 
 def _find_disassembler() -> str | None:
@@ -65,10 +66,12 @@ def _source(case: str) -> str:
     if case.startswith("blockscaled-e4m3"):
         # "-wide": 128x256, the result and a half-width temporary in 192 registers a thread; "-192":
         # 128x192, one whole-tile temporary ("-tma": the token scales by TMA, with the ring's rounds
-        # unrolled); "-streamk": 64x64 tiles under Stream-K (a small-M default)
+        # unrolled); "-waves": 256x128 in row waves, raster "n" (the default at K = 512..1536);
+        # "-streamk": 64x64 tiles under Stream-K (a small-M default)
         wide = default_blockscaled_schedule(4096, N=7168, K=16384)
         schedule = {"blockscaled-e4m3-wide": wide, "blockscaled-e4m3-wide-tma": wide,
                     "blockscaled-e4m3-192-tma": default_blockscaled_schedule(4096, N=2112, K=7168),
+                    "blockscaled-e4m3-waves-tma": default_blockscaled_schedule(4096, N=24576, K=1536),
                     "blockscaled-e4m3-streamk": default_blockscaled_schedule(64, N=2112, K=7168),
                     }.get(case, default_blockscaled_schedule(4096))
         spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
