@@ -604,15 +604,15 @@ def schedule_trace(M, N, K, schedule, *, num_sms=None, device="cuda"):
 def _blockscaled_smem(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
     """The GEMM's shared memory, with the block-scaled epilogue's staging
     (``BlockScaledContext.store_staging_of``), plus the staged scales (float32, in a ring of
-    stages + 1 slots, each with the K-iteration's scale blocks: one per token of the tile and one
-    per 128-block of weight rows it touches)."""
+    ``BlockScaledContext.scale_ring_of`` slots, each with the K-iteration's scale blocks: one per
+    token of the tile and one per 128-block of weight rows it touches)."""
     from .stages import BlockScaledContext
 
     chunk, buffers = schedules.store_staging(schedule.block_n)
     own_chunk, own_buffers = BlockScaledContext.store_staging_of(schedule)
     staging_saved = (chunk * buffers - own_chunk * own_buffers) * schedule.block_m * out_dtype.itemsize
     return (shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype) - staging_saved
-            + (schedule.num_stages + 1) * BlockScaledContext.sub_blocks_of(schedule)
+            + BlockScaledContext.scale_ring_of(schedule) * BlockScaledContext.sub_blocks_of(schedule)
             * sum(BlockScaledContext.scale_widths_of(schedule)) * 4)
 
 

@@ -668,14 +668,19 @@ class GroupScaleView:
         return T.ptx_cp_async(smem.access_ptr("w", offset=stage * smem.shape[1] + i, extent=1),
                               scales.access_ptr("r", offset=offset, extent=1), 1)
 
-    def load_a(self, smem, stage, kb, m0, count: int, barrier, batch=None):
-        """TMA copy (PTX ISA 9.7.9.25.5.1) of tokens m0 .. m0 + count - 1's scales of K block kb
-        into smem[stage, :count], their bytes completing ``barrier``; tokens past M read as
-        zero. Needs ``tma``: scale_a outer-dim-major, viewed as [K/128, M] (``a_scale_t``),
-        its K-block rows 16-byte aligned."""
-        source = (self.a_scale_t[kb, m0:m0 + count] if batch is None
-                  else self.a_scale_t[batch, kb, m0:m0 + count])
-        return T.tma_copy(source, smem[stage, 0:count], barrier=barrier, leader_scope_threads=32)
+    def load_a(self, smem, stage, kb, m0, count: int, barrier, batch=None, rows: int = 1):
+        """TMA copy (PTX ISA 9.7.9.25.5.1) of tokens m0 .. m0 + count - 1's scales of K blocks
+        kb .. kb + rows - 1 into smem[stage .. stage + rows - 1, :count] (rows > 1: smem's rows
+        ``count`` wide, so that the box lands contiguously), their bytes completing ``barrier``;
+        tokens past M and K blocks past K read as zero. Needs ``tma``: scale_a outer-dim-major,
+        viewed as [K/128, M] (``a_scale_t``), its K-block rows 16-byte aligned."""
+        if rows == 1:
+            source = (self.a_scale_t[kb, m0:m0 + count] if batch is None
+                      else self.a_scale_t[batch, kb, m0:m0 + count])
+            return T.tma_copy(source, smem[stage, 0:count], barrier=barrier, leader_scope_threads=32)
+        source = (self.a_scale_t[kb:kb + rows, m0:m0 + count] if batch is None
+                  else self.a_scale_t[batch, kb:kb + rows, m0:m0 + count])
+        return T.tma_copy(source, smem[stage:stage + rows, 0:count], barrier=barrier, leader_scope_threads=32)
 
     def copy_a(self, smem, stage, i, kb, m0, batch=None):
         """Token m0 + i's scale of K block kb into smem[stage, i] (kb clamped: a 256-deep
@@ -709,9 +714,8 @@ class BlockScaledContext(GemmContext):
     a global load, which would otherwise bound it to one K block per load latency. A
     consumer releases a K block's A and B slot as soon as its wgmma is done, before the
     promotion, so the loads run one K block further ahead (4 to 5 stages was worth 25% at
-    4096x7168x16384); the scales therefore live in a ring of stages + 1 slots: when the
-    producer may fill K block j, every consumer has released block j - stages, so none still
-    reads scales older than that block's, which sit in another slot.
+    4096x7168x16384); the scales therefore live in a ring of more slots (``scale_ring_of``),
+    staged ``scale_group`` K-iterations at a time.
 
     Without swap-AB the rows are tokens (A [M, K]) and the columns weight rows (B [N, K]);
     with it (``Schedule.is_swap_ab``, small M) the kernel computes Cᵀ =
@@ -740,6 +744,16 @@ class BlockScaledContext(GemmContext):
     is one wgmma batch from shared memory per wave of 64 rows a warpgroup, all reading the
     slot's B tile, each waited for and promoted into its rows before the next is issued."""
 
+    #: K-iterations whose scales the producer stages with one set of copies (the first
+    #: K-iteration of each group of this many, counted over all of a program's K-iterations, and
+    #: the first of each tile, ``produce_blockscaled``): each copy into the ring costs the K loop
+    #: time whatever it reads (the same scale read every time was no faster), so fewer, larger ones
+    #: run faster. On the H100 by kernel time, the tokens' TMA copy and the weight block's cp.async
+    #: issued for every 2nd / 4th K block (a timing probe) ran 1.03x / 1.05x at 4096x7168x16384,
+    #: 1.03x / 1.04x at 4096x4096x7168 and 1.04x / 1.05x at 128x4096x7168 on fresh inputs
+    #: (benchmarks/results/blockscaled_tiles.md, "Fewer scale copies").
+    scale_group = 4
+
     #: float32 registers per consumer thread for the result and its temporaries. ptxas spilled
     #: and serialised the wgmma (warning C7512) at 128x256 with two temporaries (384).
     fragment_registers = 192
@@ -750,8 +764,13 @@ class BlockScaledContext(GemmContext):
     #: (8), which keeps its per-group selects (benchmarks/results/blockscaled_tiles.md).
     offset_branches = 4
 
-    def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, out_storage: str):
+    def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, out_storage: str, grouped_scales: bool = True):
         self.sub_blocks = self.sub_blocks_of(schedule)
+        #: ``scale_group`` K-iterations' scales per set of copies where the tokens' scales arrive by
+        #: TMA; with them by cp.async one K-iteration's (in groups, ptxas spilled the 128x256
+        #: kernel), in a ring of stages + 1 slots
+        self.grouped_scales = grouped_scales
+        self.scale_ring = self.scale_ring_of(schedule) if grouped_scales else schedule.num_stages + 1
         super().__init__(schedule, a_dtype, b_dtype, "f32", out_storage, store_transposed=schedule.is_swap_ab)
         self.swap_ab = schedule.is_swap_ab
         self.row_width, self.col_width = self.scale_widths_of(schedule)
@@ -926,18 +945,29 @@ class BlockScaledContext(GemmContext):
         ceil((128 - g + block) / 128) (1 when block divides 128, 2 for 160 or 192, 3 for 176)."""
         return -(-(SCALE_BLOCK - math.gcd(block, SCALE_BLOCK) + block) // SCALE_BLOCK)
 
-    def scale_slot(self, it, half: int):
-        """Row of ``row_scales`` / ``col_scales`` holding scale block ``half`` of K-iteration it:
-        the staged scales form a ring of stages + 1 slots of ``sub_blocks`` rows each."""
-        slot = _slot(it, self.num_stages + 1)
+    @classmethod
+    def scale_ring_of(cls, schedule: Schedule) -> int:
+        """Slots of the staged scales' ring (``sub_blocks_of`` rows each): a multiple of
+        ``scale_group``, so that a group's slots are contiguous, and at least stages + group + 1,
+        so that the producer, writing a group's slots once the consumers have released K-iteration
+        it - stages, never writes a slot that a consumer warp may still read: it - stages's (read
+        after its release) and, in the two-temporary loop, it - stages - 1's (a warp of the
+        warpgroup that released it - stages may still be promoting it)."""
+        group = cls.scale_group
+        return -(-(schedule.num_stages + group + 1) // group) * group
+
+    def scale_slot(self, it, half):
+        """Row of ``row_scales`` / ``col_scales`` holding scale block ``half`` of K-iteration it
+        (``scale_ring_of``)."""
+        slot = _slot(it, self.scale_ring)
         return slot if self.sub_blocks == 1 else slot * self.sub_blocks + half
 
     def allocate(self):
         super().allocate(registers=False)
         S = self.num_stages
         self.tmp = tuple(T.alloc_fragment((self.wave_m, self.part_n), "float32") for _ in range(self.temporaries))
-        self.row_scales = T.alloc_shared(((S + 1) * self.sub_blocks, self.row_width), "float32")
-        self.col_scales = T.alloc_shared(((S + 1) * self.sub_blocks, self.col_width), "float32")
+        self.row_scales = T.alloc_shared((self.scale_ring * self.sub_blocks, self.row_width), "float32")
+        self.col_scales = T.alloc_shared((self.scale_ring * self.sub_blocks, self.col_width), "float32")
         T.annotate_layout({t: self.part_emitter.accum_layout() for t in self.tmp})
         if self.swap_ab:
             self.token_factors = T.alloc_fragment((self.part_n,), "float32")
@@ -953,22 +983,50 @@ class BlockScaledContext(GemmContext):
 
     def produce_blockscaled(self, tensorA: InputView, tensorB: InputView, scales: GroupScaleView, tile: Tile,
                             k_begin, k_end, shared=None):
-        """Producer side: A and B by TMA into the ring, the K block's scales by cp.async (lane l
-        copies tokens l, l + 32, ... and 128-block l); each lane's arrival on ``full`` waits
-        for its copies (``cp.async.mbarrier.arrive.noinc``), so no lane waits for a load. In
-        a cluster the shared operand is multicast as in ``produce``; each CTA copies its own
-        scales."""
+        """Producer side: A and B by TMA into the ring; the scales of ``scale_group``
+        K-iterations at once, at the first K-iteration of each group (counted over the program's
+        K-iterations, so that a group's ring slots are contiguous) and of each tile, until the
+        group or the tile ends: the tokens' by one TMA copy of the whole group where their
+        layout allows (``GroupScaleView.load_a``), else one per scale block; the weight blocks'
+        by cp.async, one lane per scale. Where the tokens' scales go by cp.async (lane l copies
+        tokens l, l + 32, ...; ``grouped_scales`` off), every K-iteration stages its own. The
+        copies complete the ``full``
+        barrier of the K-iteration that issues them (each lane's
+        ``cp.async.mbarrier.arrive.noinc`` waits for its copies), which every consumer waits for
+        before it reads them, so no lane waits for a load. In a cluster the shared operand is
+        multicast as in ``produce``; each CTA copies its own scales."""
         S, bm, bn, bk = self.num_stages, self.block_m, self.block_n, self.block_k
         multicast_a, multicast_b = (None, shared) if self.schedule.raster == "m" else (shared, None)
         it, a_smem, b_smem, full, empty = self.iteration, self.a_smem, self.b_smem, self.full, self.empty
         if self.swap_ab:
-            tokens, token_smem, token0 = bn, self.col_scales, tile.n0
+            tokens, token_smem, token0, token_width = bn, self.col_scales, tile.n0, self.col_width
             blocks, block_smem, block0 = self.row_width, self.row_scales, tile.m0
         else:
-            tokens, token_smem, token0 = bm, self.row_scales, tile.m0
+            tokens, token_smem, token0, token_width = bm, self.row_scales, tile.m0, self.row_width
             blocks, block_smem, block0 = self.col_width, self.col_scales, tile.n0
         producer, rounds = self.consumer_threads, -(-tokens // PRODUCER_LANES)
-        first_block, sub, scale_slot = block0 // SCALE_BLOCK, self.sub_blocks, self.scale_slot
+        first_block, sub, scale_slot, group = block0 // SCALE_BLOCK, self.sub_blocks, self.scale_slot, self.scale_group
+        if self.grouped_scales != scales.tma:
+            raise ValueError("grouped_scales: the scales are staged in groups exactly where the tokens' go by TMA")
+        per_iteration = sub * blocks  # weight-block scales of one K-iteration, one lane each
+        whole_group_tma = token_width == tokens  # a group's token rows are contiguous
+
+        @T.macro
+        def stage_scales(it, k, lane):
+            count = T.min(group - T.truncmod(it, group), k_end - k)
+            if whole_group_tma and count == group:
+                scales.load_a(token_smem, scale_slot(it, 0), k * sub, token0, tokens, full[_slot(it, S)],
+                              tile.batch, rows=group * sub)
+            else:
+                for g in T.serial(count):
+                    for h in (list(range(sub)) if sub == 1 else T.unroll(sub)):
+                        scales.load_a(token_smem, scale_slot(it + g, h), (k + g) * sub + h, token0, tokens,
+                                      full[_slot(it, S)], tile.batch)
+            if lane < count * per_iteration:
+                step = T.truncdiv(lane, per_iteration)  # the lane's K-iteration of the group
+                half = T.truncdiv(T.truncmod(lane, per_iteration), blocks)
+                scales.copy_b(block_smem, scale_slot(it + step, half), T.truncmod(lane, blocks),
+                              (k + step) * sub + half, first_block, tile.batch)
 
         @T.macro
         def _produce(it):
@@ -980,19 +1038,18 @@ class BlockScaledContext(GemmContext):
                                  multicast_a)
                     tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)], tile.batch,
                                  multicast_b)
-                    # the K-iteration's scale blocks; a single one without a TIR loop (a one-trip loop
-                    # adds a proxy fence to the code)
-                    for h in (list(range(sub)) if sub == 1 else T.unroll(sub)):
-                        if scales.tma:
-                            scales.load_a(token_smem, scale_slot(it, h), k * sub + h, token0, tokens,
-                                          full[_slot(it, S)], tile.batch)
-                        else:
+                    if scales.tma:
+                        if k == k_begin or T.truncmod(it, group) == 0:
+                            stage_scales(it, k, lane)
+                    else:
+                        for h in (list(range(sub)) if sub == 1 else T.unroll(sub)):
                             for r in T.unroll(rounds):
                                 if tokens % PRODUCER_LANES == 0 or r * PRODUCER_LANES + lane < tokens:
                                     scales.copy_a(token_smem, scale_slot(it, h), r * PRODUCER_LANES + lane,
                                                   k * sub + h, token0, tile.batch)
-                        if lane < blocks:
-                            scales.copy_b(block_smem, scale_slot(it, h), lane, k * sub + h, first_block, tile.batch)
+                            if lane < blocks:
+                                scales.copy_b(block_smem, scale_slot(it, h), lane, k * sub + h, first_block,
+                                              tile.batch)
                     T.cp_async_barrier_noinc(full[_slot(it, S)])
                     it += 1
 
