@@ -318,6 +318,27 @@ def test_blockscaled_row_waves_rule(block_m, block_n, warpgroups, swap, waves):
         assert BlockScaledContext.fragments_of(schedule) == (1, 1)
 
 
+@pytest.mark.parametrize("stages, ring", [(2, 8), (3, 8), (4, 12), (6, 12), (7, 12), (8, 16)])
+def test_blockscaled_scale_ring(stages, ring):
+    """The staged scales' ring: a multiple of the scale group (its slots contiguous) with at
+    least stages + group + 1 slots (a group written while K-iterations it - stages - 1 .. it - 1
+    may still be read); the launcher's shared-memory count includes it."""
+    import torch
+
+    from tlgemm.tilelang.launch import _blockscaled_smem
+    from tlgemm.tilelang.stages import BlockScaledContext
+
+    assert BlockScaledContext.scale_group == 4
+    schedule = Schedule(block_m=128, block_n=128, block_k=128, num_stages=stages, num_warpgroups=1).persistent()
+    assert BlockScaledContext.scale_ring_of(schedule) == ring
+    more = Schedule(block_m=128, block_n=128, block_k=128, num_stages=stages + 4, num_warpgroups=1).persistent()
+    rows = BlockScaledContext.scale_widths_of(schedule)
+    grow = (BlockScaledContext.scale_ring_of(more) - ring) * sum(rows) * 4
+    tiles = 4 * (128 * 128 + 128 * 128)
+    assert (_blockscaled_smem(more, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16)
+            - _blockscaled_smem(schedule, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16)) == tiles + grow
+
+
 def test_blockscaled_row_waves_lower():
     """256x128 on two warpgroups in two row waves (3 stages with two output buffers): every wgmma
     m64n128 from shared memory (no A copied into registers); in an unrolled round each slot

@@ -439,7 +439,7 @@ def blockscaled_gemm(spec: BlockScaledSpec):
     spec.num_sms programs, each K range's promoted partial result published through the
     ``partials``/``flags`` workspace (a tile's partial sums are additive over K blocks)."""
     ctx = BlockScaledContext(spec.schedule, spec.a_dtype, spec.b_dtype, spec.out_storage,
-                             grouped_scales=spec.tma_token_scales)
+                             tma_token_scales=spec.tma_token_scales)
     M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
     KB, NB, BATCH = T.dynamic("KB"), T.dynamic("NB"), T.dynamic("BATCH")
     lead = (BATCH,) if spec.batched else ()

@@ -764,13 +764,14 @@ class BlockScaledContext(GemmContext):
     #: (8), which keeps its per-group selects (benchmarks/results/blockscaled_tiles.md).
     offset_branches = 4
 
-    def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, out_storage: str, grouped_scales: bool = True):
+    def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, out_storage: str,
+                 tma_token_scales: bool = True):
         self.sub_blocks = self.sub_blocks_of(schedule)
-        #: ``scale_group`` K-iterations' scales per set of copies where the tokens' scales arrive by
-        #: TMA; with them by cp.async one K-iteration's (in groups, ptxas spilled the 128x256
-        #: kernel), in a ring of stages + 1 slots
-        self.grouped_scales = grouped_scales
-        self.scale_ring = self.scale_ring_of(schedule) if grouped_scales else schedule.num_stages + 1
+        #: where the tokens' scales arrive by TMA, ``scale_group`` K-iterations' scales are staged
+        #: per set of copies (``scale_ring_of``); by cp.async, each K-iteration's own (in groups,
+        #: ptxas spilled the 128x256 kernel's producer), in a ring of stages + 1 slots
+        self.tma_token_scales = tma_token_scales
+        self.scale_ring = self.scale_ring_of(schedule) if tma_token_scales else schedule.num_stages + 1
         super().__init__(schedule, a_dtype, b_dtype, "f32", out_storage, store_transposed=schedule.is_swap_ab)
         self.swap_ab = schedule.is_swap_ab
         self.row_width, self.col_width = self.scale_widths_of(schedule)
@@ -983,18 +984,18 @@ class BlockScaledContext(GemmContext):
 
     def produce_blockscaled(self, tensorA: InputView, tensorB: InputView, scales: GroupScaleView, tile: Tile,
                             k_begin, k_end, shared=None):
-        """Producer side: A and B by TMA into the ring; the scales of ``scale_group``
-        K-iterations at once, at the first K-iteration of each group (counted over the program's
-        K-iterations, so that a group's ring slots are contiguous) and of each tile, until the
-        group or the tile ends: the tokens' by one TMA copy of the whole group where their
-        layout allows (``GroupScaleView.load_a``), else one per scale block; the weight blocks'
-        by cp.async, one lane per scale. Where the tokens' scales go by cp.async (lane l copies
-        tokens l, l + 32, ...; ``grouped_scales`` off), every K-iteration stages its own. The
-        copies complete the ``full``
-        barrier of the K-iteration that issues them (each lane's
-        ``cp.async.mbarrier.arrive.noinc`` waits for its copies), which every consumer waits for
-        before it reads them, so no lane waits for a load. In a cluster the shared operand is
-        multicast as in ``produce``; each CTA copies its own scales."""
+        """Producer side: A and B by TMA into the ring, and the scales. Where the tokens' scales
+        arrive by TMA (``tma_token_scales``), ``scale_group`` K-iterations' scales at once, at the
+        first K-iteration of each group (counted over the program's K-iterations, so that a
+        group's ring slots are contiguous) and of each tile, until the group or the tile ends:
+        the tokens' by one TMA copy of the whole group where their staged rows are as wide as
+        the tile side (``GroupScaleView.load_a``), else one per scale block, the weight blocks'
+        by cp.async, one lane per scale; else each K-iteration's own by cp.async (lane l copies
+        tokens l, l + 32, ... and 128-block l). The copies complete the ``full`` barrier of the
+        K-iteration that issues them (each lane's ``cp.async.mbarrier.arrive.noinc`` waits for
+        its copies), which every consumer waits for before it reads them, so no lane waits for
+        a load. In a cluster the shared operand is multicast as in ``produce``; each CTA copies
+        its own scales."""
         S, bm, bn, bk = self.num_stages, self.block_m, self.block_n, self.block_k
         multicast_a, multicast_b = (None, shared) if self.schedule.raster == "m" else (shared, None)
         it, a_smem, b_smem, full, empty = self.iteration, self.a_smem, self.b_smem, self.full, self.empty
@@ -1006,8 +1007,6 @@ class BlockScaledContext(GemmContext):
             blocks, block_smem, block0 = self.col_width, self.col_scales, tile.n0
         producer, rounds = self.consumer_threads, -(-tokens // PRODUCER_LANES)
         first_block, sub, scale_slot, group = block0 // SCALE_BLOCK, self.sub_blocks, self.scale_slot, self.scale_group
-        if self.grouped_scales != scales.tma:
-            raise ValueError("grouped_scales: the scales are staged in groups exactly where the tokens' go by TMA")
         per_iteration = sub * blocks  # weight-block scales of one K-iteration, one lane each
         whole_group_tma = token_width == tokens  # a group's token rows are contiguous
 
@@ -1038,7 +1037,7 @@ class BlockScaledContext(GemmContext):
                                  multicast_a)
                     tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)], tile.batch,
                                  multicast_b)
-                    if scales.tma:
+                    if self.tma_token_scales:
                         if k == k_begin or T.truncmod(it, group) == 0:
                             stage_scales(it, k, lane)
                     else:
