@@ -5,8 +5,9 @@ Terms (all ids are non-negative ints; K-iterations are in units of block_k, ends
   iters      I = num_k_iters(K, s) K-iterations per tile.
   splits     S_k = min(s.split_k, I) (1 unless split-K).
   units      U = T · S_k work units; unit u is tile u // S_k, split u % S_k.
-  grid       P = num_programs(...): U (one program per unit); min(num_sms, U) when
-             persistent; num_sms for Stream-K.
+  grid       P = num_programs(...): U (one program per unit); when persistent,
+             ``persistent_programs(U, num_sms, raster)`` (min(num_sms, U), or for raster "m"
+             the fewest programs that keep ceil(U / num_sms) rounds); num_sms for Stream-K.
   logical id lpid = chiplet_transform_chunked(pid, P, num_xcds, chunk_size) when
              num_xcds > 1, else the launch id pid. All loops below run on lpid.
 
@@ -105,8 +106,22 @@ def resolve_num_sms(s: Schedule, num_sms: int | None = None) -> int:
     return num_sms
 
 
+def persistent_programs(units: int, num_sms: int, raster: str) -> int:
+    """Programs of a persistent grid over ``units`` whole work units on num_sms SMs: for raster
+    "m", the fewest that keep the rounds at ceil(units / num_sms), ceil(units / rounds) (e.g. 128
+    instead of 132 for 512, 896 or 2048 units): each runs as many units as the busiest of
+    num_sms programs would, and fewer SMs share the L2 and HBM. On the H100, against
+    min(num_sms, units): 1.001-1.044x by do_bench on 24 of 25 dense (both backends) and
+    block-scaled raster-"m" rows, 1.005-1.045x by kernel time on 22 (0.966-0.979x on three);
+    raster "n" (the block-scaled row waves) measured 0.91-1.005x by kernel time, so it keeps
+    min(num_sms, units) (benchmarks/results/balanced_programs.md). units = 0 gives 0."""
+    if raster != "m" or units <= num_sms:
+        return min(num_sms, units)
+    return -(-units // -(-units // num_sms))
+
+
 def num_programs(M: int, N: int, K: int, s: Schedule, num_sms: int | None = None) -> int:
-    """Launch grid size P: U = tiles · splits when not persistent; min(num_sms, U) when
+    """Launch grid size P: U = tiles · splits when not persistent; ``persistent_programs`` when
     persistent; num_sms for Stream-K. It is also the stride of every persistent loop and the
     num_workgroups of the chiplet transform. num_sms (the device's SM count) is read only for a
     persistent schedule whose own num_sms is None."""
@@ -114,7 +129,7 @@ def num_programs(M: int, N: int, K: int, s: Schedule, num_sms: int | None = None
     if not s.is_persistent:
         return units
     sms = resolve_num_sms(s, num_sms)
-    return sms if s.streamk_tiles > 0 else min(sms, units)
+    return sms if s.streamk_tiles > 0 else persistent_programs(units, sms, s.raster)
 
 
 def logical_program(pid: int, num_programs: int, s: Schedule) -> int:

@@ -63,8 +63,9 @@ class Schedule:
         raster "n": the mirror, groups of group_size_m tile-columns, pid_n fastest.
       num_stages: depth of the shared-memory operand pipeline (>= 1).
       num_warpgroups: consumer (MMA) warpgroups; ``threads`` adds one producer warpgroup.
-      is_persistent: launch ``min(num_sms, work units)`` programs (num_sms with Stream-K) that
-        loop over the work (stride = grid size) instead of one program per work unit.
+      is_persistent: launch ``persistent_programs`` programs, at most num_sms (num_sms with
+        Stream-K), that loop over the work (stride = grid size) instead of one program per
+        work unit.
       num_sms: SM count of a persistent schedule; None = supplied at launch time through the
         ``num_sms=`` argument of ``num_programs``/``work``/``streamk_plan``. Only for
         persistent schedules.

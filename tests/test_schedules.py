@@ -2,6 +2,7 @@
 hypothesis properties of the host reference (tile order, chiplet transforms, work coverage)."""
 
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +22,7 @@ from tlgemm.schedules import (
     num_programs,
     num_splits,
     num_tiles,
+    persistent_programs,
     persistent_tile_range,
     problem_shape,
     split_k_range,
@@ -201,24 +203,26 @@ def test_chiplet_transform_chunked_known_answers():
 
 def test_persistent_known_answer():
     # M=256, N=384, 128x128 tiles -> 2x3 tiles; G=8 -> one ragged group of 2 rows: tile t = (t%2, t//2).
-    # num_sms=4 -> P=min(4, 6)=4; program p runs tiles p, p+4.
+    # num_sms=4: ceil(6/4) = 2 rounds, which P = ceil(6/2) = 3 programs keep; program p runs tiles p, p+3.
     s = Schedule().persistent(4)
-    assert num_programs(256, 384, 64, s) == 4
-    assert persistent_tile_range(1, 4, 6) == range(1, 6, 4)
-    assert work(0, 256, 384, 64, s) == [WorkItem(0, 0, 0, 1), WorkItem(0, 2, 0, 1)]
-    assert work(1, 256, 384, 64, s) == [WorkItem(1, 0, 0, 1), WorkItem(1, 2, 0, 1)]
-    assert work(2, 256, 384, 64, s) == [WorkItem(0, 1, 0, 1)]
-    assert work(3, 256, 384, 64, s) == [WorkItem(1, 1, 0, 1)]
-    # More SMs than tiles: the grid shrinks to the 6 tiles.
+    assert num_programs(256, 384, 64, s) == 3
+    assert persistent_tile_range(1, 3, 6) == range(1, 6, 3)
+    assert work(0, 256, 384, 64, s) == [WorkItem(0, 0, 0, 1), WorkItem(1, 1, 0, 1)]
+    assert work(1, 256, 384, 64, s) == [WorkItem(1, 0, 0, 1), WorkItem(0, 2, 0, 1)]
+    assert work(2, 256, 384, 64, s) == [WorkItem(0, 1, 0, 1), WorkItem(1, 2, 0, 1)]
+    # Raster "n" keeps min(num_sms, tiles); more SMs than tiles: the grid shrinks to the 6 tiles.
+    assert num_programs(256, 384, 64, replace(s, raster="n")) == 4
     assert num_programs(256, 384, 64, s.persistent(132)) == 6
 
 
 def test_persistent_with_chiplet_known_answer():
-    # Same 6 tiles, num_sms=4, 2 XCDs in chunks of 2: P=4, R=4, lpid = [0, 2, 1, 3].
+    # 2x4 tiles (N=512), tile t = (t%2, t//2); num_sms=4 keeps P=4 (2 rounds); 2 XCDs in chunks of 2:
+    # R=4, lpid = [0, 2, 1, 3].
     s = Schedule().persistent(4).chiplet(2, 2)
+    assert num_programs(256, 512, 64, s) == 4
     assert [logical_program(p, 4, s) for p in range(4)] == [0, 2, 1, 3]
-    assert work(1, 256, 384, 64, s) == [WorkItem(0, 1, 0, 1)]  # lpid 2 -> tile 2 = (0, 1)
-    assert work(2, 256, 384, 64, s) == [WorkItem(1, 0, 0, 1), WorkItem(1, 2, 0, 1)]  # lpid 1 -> tiles 1, 5
+    assert work(1, 256, 512, 64, s) == [WorkItem(0, 1, 0, 1), WorkItem(0, 3, 0, 1)]  # lpid 2 -> tiles 2, 6
+    assert work(2, 256, 512, 64, s) == [WorkItem(1, 0, 0, 1), WorkItem(1, 2, 0, 1)]  # lpid 1 -> tiles 1, 5
 
 
 def test_streamk_known_answer():
@@ -340,6 +344,23 @@ def test_chiplet_chunked_matches_tritonblas(workgroups, xcds, chunk, data):
     assert chiplet_transform_chunked(pid, workgroups, xcds, chunk) == _tritonblas_chunked(pid, workgroups, xcds, chunk)
 
 
+@given(units=st.integers(0, 5000), sms=st.integers(1, 200))
+def test_persistent_programs_keep_the_rounds(units, sms):
+    rounds = -(-units // sms)
+    grid = persistent_programs(units, sms, "m")
+    assert persistent_programs(units, sms, "n") == min(sms, units)
+    assert grid <= min(sms, units) and (grid == 0) == (units == 0)
+    if units:
+        assert -(-units // grid) == rounds, "a program runs as many units as the busiest on num_sms programs"
+        assert grid == 1 or -(-units // (grid - 1)) > rounds, "one program fewer would add a round"
+        assert persistent_programs(units, grid, "m") == grid
+
+
+def test_persistent_programs_examples():
+    assert [persistent_programs(u, 132, "m") for u in (100, 132, 133, 352, 512, 896, 2048, 6144)] == \
+        [100, 132, 67, 118, 128, 128, 128, 131]
+
+
 @settings(max_examples=300, deadline=None)
 @given(m=st.integers(1, 400), n=st.integers(1, 400), k=st.integers(1, 600), bm=st.sampled_from([16, 32, 64]),
        bn=st.sampled_from([16, 32, 64]), bk=st.sampled_from([16, 32, 64]), group=st.integers(1, 9),
@@ -349,11 +370,13 @@ def test_streamk_work_matches_tritonblas(m, n, k, bm, bn, bk, group, sms, data):
     streamk = data.draw(st.integers(0, tiles))
     s = Schedule(block_m=bm, block_n=bn, block_k=bk, group_size_m=group, is_persistent=True, num_sms=sms,
                  streamk_tiles=streamk)
-    if streamk == 0:  # tritonBLAS launches num_sms programs; ours shrinks a plain persistent grid to the tiles
-        assert num_programs(m, n, k, s) == min(sms, tiles)
+    grid = sms
+    if streamk == 0:  # tritonBLAS launches num_sms programs; ours shrinks a plain persistent grid (raster "m")
+        grid = num_programs(m, n, k, s)
+        assert grid == persistent_programs(tiles, sms, "m")
         s = s.streamk(0)
     for pid in range(num_programs(m, n, k, s)):
-        expected = [WorkItem(*item) for item in _tritonblas_streamk(pid, m, n, k, bm, bn, bk, group, sms, streamk)]
+        expected = [WorkItem(*item) for item in _tritonblas_streamk(pid, m, n, k, bm, bn, bk, group, grid, streamk)]
         assert work(pid, m, n, k, s) == expected
 
 
@@ -428,7 +451,7 @@ def test_every_tile_and_iteration_is_covered_exactly_once(problem):
     assert covered == Counter({(i, j, k): 1 for i in range(tiles_m) for j in range(tiles_n) for k in range(iters)})
     assert stores == Counter({(i, j): 1 for i in range(tiles_m) for j in range(tiles_n)})
     if s.streamk_tiles == 0 and s.is_persistent:
-        assert all(per_program), "a persistent grid has no idle program (P = min(num_sms, units))"
+        assert all(per_program), "a persistent grid has no idle program (P = persistent_programs(...) <= units)"
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -318,7 +318,7 @@ def test_blockscaled_row_waves_rule(block_m, block_n, warpgroups, swap, waves):
         assert BlockScaledContext.fragments_of(schedule) == (1, 1)
 
 
-@pytest.mark.parametrize("stages, ring", [(2, 8), (3, 8), (4, 12), (6, 12), (7, 12), (8, 16)])
+@pytest.mark.parametrize("stages, ring", [(2, 16), (3, 16), (4, 16), (6, 16), (7, 16), (8, 24)])
 def test_blockscaled_scale_ring(stages, ring):
     """The staged scales' ring: a multiple of the scale group (its slots contiguous) with at
     least stages + group + 1 slots (a group written while K-iterations it - stages - 1 .. it - 1
@@ -328,7 +328,7 @@ def test_blockscaled_scale_ring(stages, ring):
     from tlgemm.tilelang.launch import _blockscaled_smem
     from tlgemm.tilelang.stages import BlockScaledContext
 
-    assert BlockScaledContext.scale_group == 4
+    assert BlockScaledContext.scale_group == 8
     schedule = Schedule(block_m=128, block_n=128, block_k=128, num_stages=stages, num_warpgroups=1).persistent()
     assert BlockScaledContext.scale_ring_of(schedule) == ring
     more = Schedule(block_m=128, block_n=128, block_k=128, num_stages=stages + 4, num_warpgroups=1).persistent()
@@ -337,6 +337,20 @@ def test_blockscaled_scale_ring(stages, ring):
     tiles = 4 * (128 * 128 + 128 * 128)
     assert (_blockscaled_smem(more, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16)
             - _blockscaled_smem(schedule, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16)) == tiles + grow
+
+
+@pytest.mark.parametrize("block_m, block_n, block_k, warpgroups, group", [
+    (128, 256, 128, 2, 16), (128, 176, 128, 2, 8), (64, 112, 256, 1, 8), (64, 64, 256, 1, 16)])
+def test_blockscaled_scale_group_fits_the_producer_lanes(monkeypatch, block_m, block_n, block_k, warpgroups, group):
+    """A scale group's weight-block scales take one producer lane each: the group is halved until
+    group · scale blocks per K-iteration · staged weight blocks <= 32 (shown with a group of 16)."""
+    from tlgemm.tilelang.stages import BlockScaledContext
+
+    monkeypatch.setattr(BlockScaledContext, "scale_group", 16)
+    schedule = Schedule(block_m=block_m, block_n=block_n, block_k=block_k, num_stages=4,
+                        num_warpgroups=warpgroups).persistent()
+    assert BlockScaledContext.scale_group_of(schedule) == group
+    assert BlockScaledContext.scale_ring_of(schedule) % group == 0
 
 
 def test_blockscaled_row_waves_lower():
@@ -490,8 +504,8 @@ def test_blockscaled_two_scale_blocks_lower(block_n, streamk):
         src = tilelang.lower(blockscaled_gemm(spec), target=target).kernel_source
     assert re.search(r"for \(int \w+ = 0; \w+ < max\(1, \(\(K \+ 255\) >> 8\)\); \+\+\w+\)", src)
     assert re.search(r"tl::tma_load\(A_desc, [^;]*\(\(k \* 256\) \+ \(\w+ \* 128\)\)", src)
-    # the tokens' scales of a whole group of K-iterations in one TMA box (8 scale blocks), else one by one
-    assert re.search(r"tl::tma_load\(SA_desc, [^;]*, \(\w+ \* 2\)\);", src) and "expect_transaction(2048);" in src
+    # the tokens' scales of a whole group of K-iterations in one TMA box (16 scale blocks), else one by one
+    assert re.search(r"tl::tma_load\(SA_desc, [^;]*, \(\w+ \* 2\)\);", src) and "expect_transaction(4096);" in src
     assert re.search(r"tl::tma_load\(SA_desc_1, [^;]*\(\(\(\w+ \* 2\) \+ \(\w+ \* 2\)\) \+ \w+\)\);", src)
     firsts = re.findall(r"wgmma_ss<[^>]*, 64, " + str(block_n) + r", 32, [^>]*>\(uint64_t\(desc_a \+ (.*?)\), "
                         r"uint64_t\(desc_b[^;]*\(\(uint32_t\*\)\((v_\d+) \+ 0\)\), 0\);", src)
@@ -673,7 +687,9 @@ def test_clustered_kernel_launches_pairs():
     with tvm.transform.PassContext(opt_level=3, config=PASS_CONFIGS), target:
         device = str(tilelang.lower(build(spec), target=target).device_mod)
     assert '"cluster_dims": [2, 1, 1]' in device
-    assert re.search(r'"blockIdx\.x": \(T\.min\(132, [^)]*\)[^"]*\) // 2 \* 2', device)
+    # raster "m": the fewest programs that keep ceil(tiles / 132) rounds (persistent_programs)
+    # (ceil(tiles / rounds) rounded up to even, simplified by TVM)
+    assert re.search(r'"blockIdx\.x": [^"]* // T\.max\([^"]* \+ 131\) // 132, 1\) // 2 \* 2 \+ 2', device)
 
 
 _EVICT_FIRST = "<tl::CacheHintSm90::EVICT_FIRST>"

@@ -125,11 +125,19 @@ def _views(spec, A, B, C, A_scale, B_scale, bias, M, N):
     return tensorA, tensorB, tensorC, scale, bias_view
 
 
+def persistent_grid(num_sms: int, units, raster: str):
+    """``tlgemm.schedules.persistent_programs`` of a symbolic unit count: min(SMs, units), or for
+    raster "m" the fewest programs that keep ceil(units / SMs) rounds."""
+    if raster != "m":
+        return T.min(num_sms, units)
+    return T.ceildiv(units, T.max(T.ceildiv(units, num_sms), 1))
+
+
 def _num_programs(spec, M, N, BATCH):
-    """Persistent grid: min(SMs, tiles), the tiles of all BATCH GEMMs when ``spec.batched``."""
+    """Persistent grid (``persistent_grid``) over the tiles, of all BATCH GEMMs when ``spec.batched``."""
     s = spec.schedule
     tiles = T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n)
-    return T.min(spec.num_sms, tiles * BATCH if spec.batched else tiles)
+    return persistent_grid(spec.num_sms, tiles * BATCH if spec.batched else tiles, s.raster)
 
 
 def _tile_at(sched: ScheduleContext, tile_id, batched: bool):
@@ -233,7 +241,7 @@ def _clustered_body(spec: KernelSpec, ctx: GemmContext, M, N, K, num_programs):
 
 
 def persistent_gemm(spec: KernelSpec):
-    """C = epilogue(A · B); program p runs whole tiles p, p + P, ... (P = min(SMs, tiles)).
+    """C = epilogue(A · B); program p runs whole tiles p, p + P, ... (P = ``persistent_grid``).
     The producer warpgroup and the consumers walk the tiles in separate branches, so each
     keeps its own register budget (``GemmContext.set_registers``). Without scales and bias
     the kernel takes A, B and C only (each tensor argument costs host time per launch).
@@ -366,7 +374,8 @@ def schedule_trace_kernel(schedule: Schedule, num_sms: int, max_items: int):
     @T.prim_func
     def trace(Trace: T.Tensor((num_sms, max_items, 4), "int32"), Count: T.Tensor((num_sms,), "int32"),
               M: T.int32, N: T.int32, K: T.int32):
-        num_programs = num_sms if streamk else T.min(num_sms, T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n))
+        num_programs = num_sms if streamk else persistent_grid(num_sms, T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n),
+                                                               s.raster)
         with T.Kernel(num_programs, threads=32) as pid:
             sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
             iters = sched.iters_per_tile

@@ -715,7 +715,7 @@ class BlockScaledContext(GemmContext):
     consumer releases a K block's A and B slot as soon as its wgmma is done, before the
     promotion, so the loads run one K block further ahead (4 to 5 stages was worth 25% at
     4096x7168x16384); the scales therefore live in a ring of more slots (``scale_ring_of``),
-    staged ``scale_group`` K-iterations at a time.
+    staged ``scale_group_of`` K-iterations at a time.
 
     Without swap-AB the rows are tokens (A [M, K]) and the columns weight rows (B [N, K]);
     with it (``Schedule.is_swap_ab``, small M) the kernel computes Cᵀ =
@@ -744,15 +744,16 @@ class BlockScaledContext(GemmContext):
     is one wgmma batch from shared memory per wave of 64 rows a warpgroup, all reading the
     slot's B tile, each waited for and promoted into its rows before the next is issued."""
 
-    #: K-iterations whose scales the producer stages with one set of copies (the first
+    #: K-iterations whose scales the producer stages with one set of copies, at most (the first
     #: K-iteration of each group of this many, counted over all of a program's K-iterations, and
-    #: the first of each tile, ``produce_blockscaled``): each copy into the ring costs the K loop
-    #: time whatever it reads (the same scale read every time was no faster), so fewer, larger ones
-    #: run faster. On the H100 by kernel time, the tokens' TMA copy and the weight block's cp.async
-    #: issued for every 2nd / 4th K block (a timing probe) ran 1.03x / 1.05x at 4096x7168x16384,
-    #: 1.03x / 1.04x at 4096x4096x7168 and 1.04x / 1.05x at 128x4096x7168 on fresh inputs
-    #: (benchmarks/results/blockscaled_tiles.md, "Fewer scale copies").
-    scale_group = 4
+    #: the first of each tile, ``produce_blockscaled``; ``scale_group_of``): each copy into the ring
+    #: costs the K loop time whatever it reads (the same scale read every time was no faster), so
+    #: fewer, larger ones run faster. On the H100 by kernel time, groups of 4 against one copy a K
+    #: block: 1.03-1.06x at M = 4096 (K >= 1536); groups of 8 against 4: 1.017x at 4096x7168x16384,
+    #: 1.007-1.013x at 4096x4096x7168, 4096x7168x2048 and 4096x2112x7168, level at 128x4096x7168
+    #: and at 4096x24576x1536 (256x128 row waves, 0.994-0.997x) (benchmarks/results/blockscaled_tiles.md,
+    #: "Fewer scale copies" and "Groups of 8").
+    scale_group = 8
 
     #: float32 registers per consumer thread for the result and its temporaries. ptxas spilled
     #: and serialised the wgmma (warning C7512) at 128x256 with two temporaries (384).
@@ -767,7 +768,7 @@ class BlockScaledContext(GemmContext):
     def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, out_storage: str,
                  tma_token_scales: bool = True):
         self.sub_blocks = self.sub_blocks_of(schedule)
-        #: where the tokens' scales arrive by TMA, ``scale_group`` K-iterations' scales are staged
+        #: where the tokens' scales arrive by TMA, ``scale_group_of`` K-iterations' scales are staged
         #: per set of copies (``scale_ring_of``); by cp.async, each K-iteration's own (in groups,
         #: ptxas spilled the 128x256 kernel's producer), in a ring of stages + 1 slots
         self.tma_token_scales = tma_token_scales
@@ -947,14 +948,25 @@ class BlockScaledContext(GemmContext):
         return -(-(SCALE_BLOCK - math.gcd(block, SCALE_BLOCK) + block) // SCALE_BLOCK)
 
     @classmethod
+    def scale_group_of(cls, schedule: Schedule) -> int:
+        """K-iterations staged per set of scale copies: ``scale_group``, halved until the group's
+        weight-block scales take one producer lane each (``sub_blocks_of`` · the weight side's
+        staged blocks per K-iteration)."""
+        weight_side = cls.scale_widths_of(schedule)[0 if schedule.is_swap_ab else 1]
+        group = cls.scale_group
+        while group > 1 and group * cls.sub_blocks_of(schedule) * weight_side > PRODUCER_LANES:
+            group //= 2
+        return group
+
+    @classmethod
     def scale_ring_of(cls, schedule: Schedule) -> int:
         """Slots of the staged scales' ring (``sub_blocks_of`` rows each): a multiple of
-        ``scale_group``, so that a group's slots are contiguous, and at least stages + group + 1,
+        ``scale_group_of``, so that a group's slots are contiguous, and at least stages + group + 1,
         so that the producer, writing a group's slots once the consumers have released K-iteration
         it - stages, never writes a slot that a consumer warp may still read: it - stages's (read
         after its release) and, in the two-temporary loop, it - stages - 1's (a warp of the
         warpgroup that released it - stages may still be promoting it)."""
-        group = cls.scale_group
+        group = cls.scale_group_of(schedule)
         return -(-(schedule.num_stages + group + 1) // group) * group
 
     def scale_slot(self, it, half):
@@ -985,7 +997,7 @@ class BlockScaledContext(GemmContext):
     def produce_blockscaled(self, tensorA: InputView, tensorB: InputView, scales: GroupScaleView, tile: Tile,
                             k_begin, k_end, shared=None):
         """Producer side: A and B by TMA into the ring, and the scales. Where the tokens' scales
-        arrive by TMA (``tma_token_scales``), ``scale_group`` K-iterations' scales at once, at the
+        arrive by TMA (``tma_token_scales``), ``scale_group_of`` K-iterations' scales at once, at the
         first K-iteration of each group (counted over the program's K-iterations, so that a
         group's ring slots are contiguous) and of each tile, until the group or the tile ends:
         the tokens' by one TMA copy of the whole group where their staged rows are as wide as
@@ -1006,7 +1018,8 @@ class BlockScaledContext(GemmContext):
             tokens, token_smem, token0, token_width = bm, self.row_scales, tile.m0, self.row_width
             blocks, block_smem, block0 = self.col_width, self.col_scales, tile.n0
         producer, rounds = self.consumer_threads, -(-tokens // PRODUCER_LANES)
-        first_block, sub, scale_slot, group = block0 // SCALE_BLOCK, self.sub_blocks, self.scale_slot, self.scale_group
+        first_block, sub, scale_slot = block0 // SCALE_BLOCK, self.sub_blocks, self.scale_slot
+        group = self.scale_group_of(self.schedule)
         per_iteration = sub * blocks  # weight-block scales of one K-iteration, one lane each
         whole_group_tma = token_width == tokens  # a group's token rows are contiguous
 

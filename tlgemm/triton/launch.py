@@ -49,7 +49,7 @@ from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import (SCALE_BLOCK, blockscaled_problem, by_signature, cuda_limits, output_dtype, padded,
                              padded_copy, stream_workspace, vector)
-from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, resolve_num_sms
+from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, persistent_programs, resolve_num_sms
 
 from .kernels import (
     batched_gemm_kernel,
@@ -200,11 +200,11 @@ def _num_sms(schedule, num_sms, device):
 
 
 def _grid_size(units, schedule, num_sms, device):
-    """Programs to launch for ``units`` whole tiles: min(SMs, units) when persistent, else
-    one per tile (tlgemm.schedules.num_programs without split-K or Stream-K)."""
+    """Programs to launch for ``units`` whole tiles: ``persistent_programs`` when persistent,
+    else one per tile (tlgemm.schedules.num_programs without split-K or Stream-K)."""
     if not schedule.is_persistent:
         return units
-    return min(resolve_num_sms(schedule, _num_sms(schedule, num_sms, device)), units)
+    return persistent_programs(units, resolve_num_sms(schedule, _num_sms(schedule, num_sms, device)), schedule.raster)
 
 
 @dataclass(frozen=True)
