@@ -374,8 +374,8 @@ def schedule_trace_kernel(schedule: Schedule, num_sms: int, max_items: int):
     @T.prim_func
     def trace(Trace: T.Tensor((num_sms, max_items, 4), "int32"), Count: T.Tensor((num_sms,), "int32"),
               M: T.int32, N: T.int32, K: T.int32):
-        num_programs = num_sms if streamk else persistent_grid(num_sms, T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n),
-                                                               s.raster)
+        num_programs = num_sms if streamk else persistent_grid(
+            num_sms, T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n), s.raster)
         with T.Kernel(num_programs, threads=32) as pid:
             sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
             iters = sched.iters_per_tile
