@@ -673,6 +673,24 @@ def test_clustered_kernel_multicasts_the_shared_operand(raster, shared):
     assert src.rstrip().rstrip("}").rstrip().endswith("tl::cluster_sync();")
 
 
+@pytest.mark.parametrize("raster", ["m", "n"])
+def test_persistent_grid_equals_the_host_rule(raster):
+    """The kernels' symbolic grid (``persistent_grid``) takes the value of
+    tlgemm.schedules.persistent_programs for every unit count, zero and a partial last round
+    included."""
+    from tilelang import tvm
+
+    from tlgemm.schedules import persistent_programs
+    from tlgemm.tilelang.kernels import persistent_grid
+
+    units = tvm.tirx.Var("units", "int32")
+    grid = persistent_grid(132, units, raster)
+    analyzer = tvm.arith.Analyzer()
+    for count in [*range(0, 400), 512, 896, 2048, 4095, 6144]:
+        value = analyzer.simplify(tvm.tirx.stmt_functor.substitute(grid, {units: tvm.tirx.const(count, "int32")}))
+        assert int(value) == persistent_programs(count, 132, raster), count
+
+
 def test_clustered_kernel_launches_pairs():
     """The grid is rounded up to an even size and launched with cluster dims (2, 1, 1)."""
     import tilelang
