@@ -436,30 +436,42 @@ def test_default_blockscaled_schedule_takes_the_wide_tile():
 
 
 def test_default_blockscaled_schedule_streams_few_tiles():
-    """Stream-K over all tiles where 64x64 tiles fill at most half the SMs (N = 2112 at M up
-    to 128, K >= 1024): swap-AB's tiles for M <= 32, 64x64 above; whole tiles where they fill
-    the SMs, K is short, or the call is batched."""
+    """Stream-K over all tiles (K >= 1024, a single GEMM) where whole tiles leave the SMs idle:
+    where 64x64 tiles fill at most half of them (swap-AB at M <= 32, or K no multiple of 256),
+    else where even 64x32 tiles fill less than three quarters (N = 2112 at M = 64: 66 tiles);
+    whole tiles where narrower ones fill the SMs (N = 2112 at M = 128, N = 4096 at M = 64: 132
+    and 128 tiles of 64x32), K is short, or the call is batched."""
     from tlgemm.tilelang.launch import default_blockscaled_schedule
 
-    for M, swap, block_n, tiles in ((16, True, 16, 33), (64, False, 64, 33), (128, False, 64, 66)):
+    for M, swap, block_n, tiles in ((16, True, 16, 33), (64, False, 64, 33)):
         s = default_blockscaled_schedule(M, N=2112, K=7168)
         assert (s.is_swap_ab, s.block_m, s.block_n, s.streamk_tiles) == (swap, 64, block_n, tiles), (M, s)
-    for M, N, K, batch in ((128, 4096, 7168, 1), (64, 7168, 2048, 1), (64, 2112, 512, 1), (64, 2112, 7168, 2)):
+    assert default_blockscaled_schedule(16, N=4096, K=7168).streamk_tiles == 64
+    # K no multiple of 256 (block_k 128): Stream-K where 64x64 tiles fill at most half the SMs
+    for M, N, tiles in ((64, 4096, 64), (128, 2112, 66)):
+        s = default_blockscaled_schedule(M, N=N, K=7040)
+        assert (s.block_m, s.block_n, s.block_k, s.streamk_tiles) == (64, 64, 128, tiles), (M, N, s)
+    for M, N, K, batch in ((128, 2112, 7168, 1), (64, 4096, 7168, 1), (128, 4096, 7168, 1), (64, 7168, 2048, 1),
+                           (64, 2112, 512, 1), (64, 2112, 7168, 2)):
         assert default_blockscaled_schedule(M, N=N, K=K, batch=batch).streamk_tiles == 0, (M, N, K, batch)
 
 
-def test_default_blockscaled_schedule_deepens_two_row_64x64_tiles():
-    """64x64 tiles in two or more tile rows (M > 64, single GEMM, K a multiple of 256) run two
-    scale blocks per K-iteration (block_k 256) with 6 stages, Stream-K or not; every other
-    default keeps block_k 128."""
+def test_default_blockscaled_schedule_deepens_small_m_tiles():
+    """At M <= 128 the default's tiles up to 64 columns wide on one consumer warpgroup (single
+    GEMM, not swap-AB, K a multiple of 256) run two scale blocks per K-iteration (block_k 256)
+    with 6 stages, or as many as fit, Stream-K or not; every other default keeps block_k 128."""
     from tlgemm.tilelang.launch import default_blockscaled_schedule
 
-    for M, N, K in ((128, 4096, 7168), (128, 2112, 7168), (65, 4096, 2048)):
+    for M, N, K, tile, stages in ((128, 4096, 7168, (64, 64), 6), (64, 2112, 7168, (64, 64), 6),
+                                  (64, 4096, 7168, (64, 32), 6), (65, 4096, 2048, (64, 64), 6),
+                                  (64, 24576, 1536, (64, 64), 6), (128, 7168, 2048, (128, 64), 4),
+                                  (128, 7168, 16384, (128, 64), 4)):
         s = default_blockscaled_schedule(M, N=N, K=K)
-        assert (s.block_m, s.block_n, s.block_k, s.num_stages) == (64, 64, 256, 6), (M, N, K, s)
-    assert default_blockscaled_schedule(128, N=2112, K=7168).streamk_tiles == 66
-    for M, N, K, batch in ((64, 4096, 7168, 1), (64, 2112, 7168, 1), (128, 4096, 7168 - 128, 1),
-                           (128, 4096, 7168, 2), (128, 7168, 16384, 1), (4096, 7168, 16384, 1), (16, 2112, 7168, 1)):
+        assert ((s.block_m, s.block_n), s.block_k, s.num_stages, s.num_warpgroups) == (tile, 256, stages, 1), (
+            M, N, K, s)
+    assert default_blockscaled_schedule(64, N=2112, K=7168).streamk_tiles == 33
+    for M, N, K, batch in ((128, 4096, 7168 - 128, 1), (128, 4096, 7168, 2), (64, 32768, 512, 1),
+                           (96, 7168, 16384, 1), (128, 32768, 512, 1), (4096, 7168, 16384, 1), (16, 2112, 7168, 1)):
         assert default_blockscaled_schedule(M, N=N, K=K, batch=batch).block_k == 128, (M, N, K, batch)
 
 

@@ -1,6 +1,6 @@
 """The TileLang kernels' machine code for sm_90a, compiled with the CUDA toolkit (no GPU).
 
-* ptxas' report (needs nvcc): no kernel family has its wgmma serialised (C7515 / C7510); the
+* ptxas' report (needs nvcc): no kernel family has its wgmma serialised (C7515 / C7510 / C7514); the
   persistent, Stream-K and block-scaled kernels keep their register budgets (no C7507, "setmaxnreg ignored") and spills
   nothing.
 * SASS (needs nvdisasm or cuobjdump as well, from PATH or the test extra's
@@ -32,12 +32,15 @@ from .test_tilelang_lowering import CASES
 GMMA = {"persistent-bf16": "HGMMA", "persistent-f16-mn": "HGMMA", "scaled-e4m3": "QGMMA",
         "streamk-tf32": "HGMMA", "streamk-bf16": "HGMMA", "persistent-int8": "IGMMA", "blockscaled-e4m3": "QGMMA",
         "blockscaled-e4m3-wide": "QGMMA", "blockscaled-e4m3-wide-tma": "QGMMA", "blockscaled-e4m3-192-tma": "QGMMA",
-        "blockscaled-e4m3-waves-tma": "QGMMA", "blockscaled-e4m3-streamk": "QGMMA", "swap-ab-streamk-e4m3": "QGMMA"}
+        "blockscaled-e4m3-waves-tma": "QGMMA", "blockscaled-e4m3-streamk": "QGMMA", "swap-ab-streamk-e4m3": "QGMMA",
+        "blockscaled-e4m3-deep-tma": "QGMMA", "blockscaled-e4m3-deep-32-tma": "QGMMA",
+        "blockscaled-e4m3-deep-one-row-tma": "QGMMA"}
 #: Kernels whose producer and consumers run separate branches, so setmaxnreg must hold.
 SEPARATE_BRANCHES = ("persistent-bf16", "persistent-f16-mn", "scaled-e4m3", "streamk-bf16", "persistent-int8",
                      "blockscaled-e4m3", "blockscaled-e4m3-wide", "blockscaled-e4m3-wide-tma",
                      "blockscaled-e4m3-192-tma", "blockscaled-e4m3-waves-tma", "blockscaled-e4m3-streamk",
-                     "swap-ab-streamk-e4m3")
+                     "swap-ab-streamk-e4m3", "blockscaled-e4m3-deep-tma", "blockscaled-e4m3-deep-32-tma",
+                     "blockscaled-e4m3-deep-one-row-tma")
 
 
 def _find_disassembler() -> str | None:
@@ -67,12 +70,16 @@ def _source(case: str) -> str:
         # "-wide": 128x256, the result and a half-width temporary in 192 registers a thread; "-192":
         # 128x192, one whole-tile temporary ("-tma": the token scales by TMA, with the ring's rounds
         # unrolled); "-waves": 256x128 in row waves, raster "n" (the default at K = 512..1536);
-        # "-streamk": 64x64 tiles under Stream-K (a small-M default)
+        # "-streamk": 64x64 tiles under Stream-K (a small-M default, two scale blocks a K-iteration);
+        # "-deep": the small-M defaults with two scale blocks a K-iteration, 64x64, 64x32 and 128x64
         wide = default_blockscaled_schedule(4096, N=7168, K=16384)
         schedule = {"blockscaled-e4m3-wide": wide, "blockscaled-e4m3-wide-tma": wide,
                     "blockscaled-e4m3-192-tma": default_blockscaled_schedule(4096, N=2112, K=7168),
                     "blockscaled-e4m3-waves-tma": default_blockscaled_schedule(4096, N=24576, K=1536),
                     "blockscaled-e4m3-streamk": default_blockscaled_schedule(64, N=2112, K=7168),
+                    "blockscaled-e4m3-deep-tma": default_blockscaled_schedule(128, N=4096, K=7168),
+                    "blockscaled-e4m3-deep-32-tma": default_blockscaled_schedule(64, N=4096, K=7168),
+                    "blockscaled-e4m3-deep-one-row-tma": default_blockscaled_schedule(128, N=7168, K=2048),
                     }.get(case, default_blockscaled_schedule(4096))
         spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
                                 tma_token_scales=case.endswith("-tma"))
@@ -112,7 +119,7 @@ def _sass(case: str) -> str:
 @pytest.mark.parametrize("case", GMMA)
 def test_ptxas_keeps_wgmma_asynchronous(case):
     _, report = _compiled(case)
-    for serialised in ("C7515", "C7510"):
+    for serialised in ("C7515", "C7510", "C7514"):
         assert serialised not in report, f"{case}: ptxas serialised the wgmma: {report}"
 
 

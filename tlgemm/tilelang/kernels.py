@@ -490,16 +490,16 @@ def blockscaled_gemm(spec: BlockScaledSpec):
                 _walk_cluster_rounds(ctx, sched, tensorC,
                                      lambda tile, shared: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0,
                                                                                   iters, shared),
-                                     lambda tile: ctx.consume_blockscaled(tile, 0, iters), bias=bias_view)
+                                     lambda tile: ctx.consume_blockscaled(tile, 0, iters, K), bias=bias_view)
             elif streamk:
                 _walk_streamk(ctx, sched, tensorC,
                               lambda tile, k0, k1: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, k0, k1),
-                              lambda tile, k0, k1: ctx.consume_blockscaled(tile, k0, k1), partials, flags,
+                              lambda tile, k0, k1: ctx.consume_blockscaled(tile, k0, k1, K), partials, flags,
                               bias=bias_view)
             else:
                 _walk_tiles(ctx, sched, BATCH if spec.batched else None, tensorC,
                             lambda tile: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0, iters),
-                            lambda tile: ctx.consume_blockscaled(tile, 0, iters, spec.tma_token_scales),
+                            lambda tile: ctx.consume_blockscaled(tile, 0, iters, K, spec.tma_token_scales),
                             bias=bias_view)
 
     return gemm

@@ -656,19 +656,25 @@ _WAVES_K = (512, 1536)
 #: (2.67 waves) measured 1.13x 128x176 (H200); on shapes where 128 and 256 columns fill as
 #: well, 160 to 192 ran at 0.74-0.95x the default (benchmarks/results/blockscaled_tiles.md).
 _EXACT_N = (144, 160, 176, 192)
-#: Stream-K over all tiles (64x64, or swap-AB's) while 64x64 tiles would fill at most this
-#: fraction of the SMs and K is at least ``_STREAMK_MIN_K``: on the H100 at N = 2112, K = 7168
-#: 1.25x (M = 16), 1.15x (M = 64) and 1.20x (M = 128) the whole-tile default; 0.99x at M = 64, N = 4096
-#: (64 tiles); 0.59-0.98x where more tiles fill the SMs (benchmarks/results/blockscaled_streamk.md).
+#: Stream-K over all tiles (swap-AB's, or 64x64) while K is at least ``_STREAMK_MIN_K`` and 64x64
+#: tiles would fill at most ``_STREAMK_FILL`` of the SMs, or, where the tiles take two scale blocks
+#: a K-iteration (not swap-AB, K a multiple of 256), while even 64x32 tiles would fill less than
+#: ``_FILL_FLOOR`` of them. On the H100 at N = 2112, K = 7168 1.25x (M = 16),
+#: 1.15x (M = 64) and 1.20x (M = 128) the whole-tile default; 0.59-0.98x where more tiles fill the
+#: SMs (benchmarks/results/blockscaled_streamk.md). With two scale blocks a K-iteration, 64x32
+#: whole tiles ran 1.24x Stream-K at 64x4096x7168 and 0.98x at 128x2112x7168, while Stream-K stayed
+#: ahead at 64x2112x7168 (1.06x 64x32) (blockscaled_small_m.md, "The consumer's tail at block_k 256").
 _STREAMK_FILL, _STREAMK_MIN_K = 0.5, 1024
-#: 64x64 tiles in two or more tile rows (M above this) take two scale blocks per K-iteration
-#: (block_k 256, ``BlockScaledContext.sub_blocks_of``) with this many stages, where K is a multiple
-#: of 256: a K-iteration costs about the same however deep at these shapes, so half as many
-#: halve that cost. By kernel time, three interleaved rounds, at 128x2112x7168 (Stream-K) and
-#: 128x4096x7168: on one H100 1.07x and 1.10x after an 8 GB memset, 1.11x and 1.13x on inputs made
-#: afresh; on another, whose old default ran 8-11% faster, 1.00x and 1.03x, 1.02x and 1.00x. At
-#: M = 64 up to 5% slower after the memset, so not there (benchmarks/results/blockscaled_small_m.md).
-_DEEP_K_MIN_M, _DEEP_K_STAGES = 64, 6
+#: Stages of the default's tiles at M <= ``_SMALL_M`` on one consumer warpgroup where they take two
+#: scale blocks per K-iteration (block_k 256, ``BlockScaledContext.sub_blocks_of``; K a multiple of
+#: 256): a K-iteration costs about the same however deep at these shapes (its barrier waits, the
+#: producer's issue), so half as many halve that cost. By kernel time on the H100 on inputs made
+#: afresh, against block_k 128: 1.26x at 128x4096x7168 (64x64), 1.24x at 64x4096x7168 (64x32),
+#: 1.11x at 64x7168x2048 (64x64), 1.03x at 128x7168x2048 (128x64), level at 64x7168x16384 and
+#: 64x24576x1536 (benchmarks/results/blockscaled_small_m.md, "The consumer's tail at block_k 256").
+#: 64x128 tiles (at M <= 96 and at 64x32768x512) were not measured with two scale blocks, so the
+#: widest tile that takes them is 64 columns wide.
+_DEEP_K_STAGES, _DEEP_K_MAX_N = 6, 64
 
 
 @functools.lru_cache(maxsize=4096)
@@ -686,13 +692,16 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     ``_WIDEST_MIN_K``; else, where N is
     no multiple of 128, a width of ``_EXACT_N`` that divides it and fills the last wave
     better (K as large). A single GEMM
-    whose 64x64 tiles would fill at most ``_STREAMK_FILL`` of the SMs (N and K given, K at
-    least ``_STREAMK_MIN_K``) runs Stream-K over all its tiles: swap-AB's for M <=
-    ``_SWAP_AB_MAX_M``, else 64x64 on one warpgroup.
-    block_k is the 128-deep scale block, or two of them for 64x64 tiles above ``_DEEP_K_MIN_M``
-    (K a multiple of 256). Without swap-AB block_n is 128, halved (down to 16) while fewer than
-    ``_FILL_FLOOR`` of the ``num_sms`` · waves slots hold a tile and halving fills more, when
-    N is given (small M: N / 128 tiles would leave most SMs idle). As many stages (at most 8,
+    whose tiles would leave the SMs idle (N and K given, K at least ``_STREAMK_MIN_K``; where its
+    tiles take two scale blocks a K-iteration, 64x32 ones filling less than ``_FILL_FLOOR`` of
+    the SMs, else 64x64 ones at most ``_STREAMK_FILL``) runs Stream-K over all its tiles:
+    swap-AB's for M <= ``_SWAP_AB_MAX_M``, else 64x64 on one warpgroup.
+    block_k is the 128-deep scale block, or two of them (``_DEEP_K_STAGES`` stages) for tiles on
+    one consumer warpgroup at M <= ``_SMALL_M``, at most ``_DEEP_K_MAX_N`` wide, that hold two
+    whole-tile temporaries, not swap-AB, K a multiple of 256. Without swap-AB block_n is 128,
+    halved (down to 16) while fewer than ``_FILL_FLOOR`` of the ``num_sms`` · waves slots hold a
+    tile and halving fills more, when N is given (small M: N / 128 tiles would leave most SMs
+    idle). As many stages (at most 8,
     or ``_WIDE_STAGES``) as ``smem_limit`` (sm_90: 227 KiB) holds with this output. Other
     multiples of 16 than these run too (a schedule may name one) but measured slower on
     DeepGEMM's shapes.
@@ -706,8 +715,10 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         count = tiles(block_m, block_n)
         return count / (-(-count // num_sms) * num_sms)
 
+    deep_k = batch == 1 and K is not None and K % (2 * _SCALE_BLOCK) == 0  # two scale blocks fit a K-iteration
     streamk = (known and batch == 1 and K is not None and K >= _STREAMK_MIN_K
-               and tiles(64, 64) <= _STREAMK_FILL * num_sms)
+               and (tiles(64, 32) < _FILL_FLOOR * num_sms if M > _SWAP_AB_MAX_M and deep_k
+                    else tiles(64, 64) <= _STREAMK_FILL * num_sms))
     if M <= _SWAP_AB_MAX_M:
         s = Schedule(block_m=64, block_n=16 if M <= 16 else 32, block_k=_SCALE_BLOCK, num_stages=8,
                      num_warpgroups=1).persistent().swap_ab()
@@ -745,9 +756,10 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         s = Schedule(block_m=block_m, block_n=block_n, block_k=_SCALE_BLOCK,
                      num_stages=_WIDE_STAGES if warpgroups == 2 else 8, num_warpgroups=warpgroups,
                      raster=raster).persistent()
-    if ((s.block_m, s.block_n) == (64, 64) and not s.is_swap_ab and M > _DEEP_K_MIN_M and batch == 1
-            and K is not None and K % (2 * _SCALE_BLOCK) == 0):
-        s = dataclasses.replace(s, block_k=2 * _SCALE_BLOCK, num_stages=_DEEP_K_STAGES)
+    deep = dataclasses.replace(s, block_k=2 * _SCALE_BLOCK, num_stages=_DEEP_K_STAGES)
+    if (deep_k and M <= _SMALL_M and s.num_warpgroups == 1 and s.block_n <= _DEEP_K_MAX_N and not s.is_swap_ab
+            and BlockScaledContext.fragments_of(deep) == (2, 1)):
+        s = deep
     return blockscaled_stages_that_fit(s, out_dtype, smem_limit)
 
 

@@ -1067,7 +1067,7 @@ class BlockScaledContext(GemmContext):
 
         return _produce(it)
 
-    def consume_blockscaled(self, tile: Tile, k_begin, k_end, unroll_rounds: bool = False):
+    def consume_blockscaled(self, tile: Tile, k_begin, k_end, k_extent, unroll_rounds: bool = False):
         """Consumer side: acc = Σ_kb (A[tile rows, kb] · B[kb, tile cols]) · scale_row · scale_col;
         with two temporaries K block k + 1's wgmma is in flight while K block k is promoted
         (``k_end > k_begin``). Position p of a per-block side takes the staged scale
@@ -1090,6 +1090,13 @@ class BlockScaledContext(GemmContext):
         above it): 1.02-1.13x at M = 4096 on the H100. With two, after the wait, where the
         next K block's wgmma already covers the loads: reading them before it measured
         2-6% slower at 128x128 (benchmarks/results/blockscaled_tiles.md).
+
+        ``k_extent`` is K. With two scale blocks a K-iteration, the last one's second lies past K
+        where K is an odd multiple of 128: zeros (the TMA's fill), left out. That branch also keeps
+        the batches asynchronous: with the last K-iteration's two batches unconditional, ptxas
+        (CUDA 13.0) serialised every wgmma of the kernel (C7514); without, 1.03-1.26x by kernel
+        time at M <= 128 on the H100 (benchmarks/results/blockscaled_small_m.md, "The consumer's
+        tail at block_k 256").
 
         ``unroll_rounds`` (where the kernel's token scales arrive by TMA): on 128x256 tiles and on
         two-warpgroup tiles with one whole-tile temporary or in row waves, a tile that starts at
@@ -1244,10 +1251,14 @@ class BlockScaledContext(GemmContext):
                 else:
                     step(tmp[0], it, 0, 0)
                     it += 1
-            else:  # an even count of scale blocks: the last K-iteration's two
+            elif (k_end - 1) * self.block_k + SCALE_BLOCK < k_extent:  # the last K-iteration's two
                 issue(tmp[1], it + d1, descriptors, 0, h1)
                 step(tmp[0], it, 1, 0)
                 step(tmp[1], it + d1, 0, h1)
+                it += d2
+            else:  # its second scale block lies past K (an odd multiple of 128): zeros, left out
+                step(tmp[0], it, 0, 0)
+                self.release(_slot(it, S))
                 it += d2
 
         # a K block's wgmma batches under one temporary, as (part, wave): its parts along N, or
