@@ -498,7 +498,9 @@ def test_blockscaled_two_scale_blocks_lower(block_n, streamk):
     """block_k 256: each ring slot holds two 128-deep halves of A and B (two TMA boxes each)
     and both halves' scales; each half is its own wgmma batch of four k32 atoms into its own
     temporary, the second half's descriptors 8192 bytes (512 units) further, overwriting its
-    temporary at its first atom; the slot goes back once the second half's batch retired."""
+    temporary at its first atom; the slot goes back once the second half's batch retired. The
+    last K-iteration tests whether its second half lies inside K (past K it is zeros, left out;
+    the branch also keeps ptxas from serialising the wgmma, test_tilelang_sass.py)."""
     import tilelang
     from tilelang import tvm
 
@@ -523,6 +525,8 @@ def test_blockscaled_two_scale_blocks_lower(block_n, streamk):
                         r"uint64_t\(desc_b[^;]*\(\(uint32_t\*\)\((v_\d+) \+ 0\)\), 0\);", src)
     halves = {(offset.endswith("+ 512)"), temporary) for offset, temporary in firsts}
     assert len(halves) == 2 and len({t for _, t in halves}) == 2 and {h for h, _ in halves} == {True, False}, firsts
+    # the whole-tile walk's last K-iteration: its second half inside K (K + 128 > 256 · K-iterations)
+    assert re.search(r"if \(\(max\(1, \(\(K \+ 255\) >> 8\)\) \* 256\) < \(K \+ 128\)\) \{", src)
     assert "mma.sync" not in src
 
 
