@@ -669,9 +669,10 @@ _STREAMK_FILL, _STREAMK_MIN_K = 0.5, 1024
 #: scale blocks per K-iteration (block_k 256, ``BlockScaledContext.sub_blocks_of``; K a multiple of
 #: 256): a K-iteration costs about the same however deep at these shapes (its barrier waits, the
 #: producer's issue), so half as many halve that cost. By kernel time on the H100 on inputs made
-#: afresh, against block_k 128: 1.26x at 128x4096x7168 (64x64), 1.24x at 64x4096x7168 (64x32),
-#: 1.11x at 64x7168x2048 (64x64), 1.03x at 128x7168x2048 (128x64), level at 64x7168x16384 and
-#: 64x24576x1536 (benchmarks/results/blockscaled_small_m.md, "The consumer's tail at block_k 256").
+#: afresh, against the same tile at block_k 128: 1.26x at 128x4096x7168 (64x64), 1.11x at
+#: 64x7168x2048 (64x64), 1.03x at 128x7168x2048 (128x64), level at 64x7168x16384 and 64x24576x1536;
+#: 64x32 at 64x4096x7168 1.24x the former Stream-K default (benchmarks/results/blockscaled_small_m.md,
+#: "The consumer's tail at block_k 256").
 #: 64x128 tiles (at M <= 96 and at 64x32768x512) were not measured with two scale blocks, so the
 #: widest tile that takes them is 64 columns wide.
 _DEEP_K_STAGES, _DEEP_K_MAX_N = 6, 64

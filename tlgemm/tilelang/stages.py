@@ -1094,9 +1094,9 @@ class BlockScaledContext(GemmContext):
         ``k_extent`` is K. With two scale blocks a K-iteration, the last one's second lies past K
         where K is an odd multiple of 128: zeros (the TMA's fill), left out. That branch also keeps
         the batches asynchronous: with the last K-iteration's two batches unconditional, ptxas
-        (CUDA 13.0) serialised every wgmma of the kernel (C7514); without, 1.03-1.26x by kernel
-        time at M <= 128 on the H100 (benchmarks/results/blockscaled_small_m.md, "The consumer's
-        tail at block_k 256").
+        (CUDA 13.0) serialised every wgmma of the kernel (C7514); with the branch, 1.25x by kernel
+        time at 128x4096x7168 on the H100 (benchmarks/results/blockscaled_small_m.md, "The
+        consumer's tail at block_k 256").
 
         ``unroll_rounds`` (where the kernel's token scales arrive by TMA): on 128x256 tiles and on
         two-warpgroup tiles with one whole-tile temporary or in row waves, a tile that starts at
