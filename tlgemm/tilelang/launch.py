@@ -698,8 +698,8 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     the SMs, else 64x64 ones at most ``_STREAMK_FILL``) runs Stream-K over all its tiles:
     swap-AB's for M <= ``_SWAP_AB_MAX_M``, else 64x64 on one warpgroup.
     block_k is the 128-deep scale block, or two of them (``_DEEP_K_STAGES`` stages) for tiles on
-    one consumer warpgroup at M <= ``_SMALL_M``, at most ``_DEEP_K_MAX_N`` wide, that hold two
-    whole-tile temporaries, not swap-AB, K a multiple of 256. Without swap-AB block_n is 128,
+    one consumer warpgroup at M <= ``_SMALL_M``, at most ``_DEEP_K_MAX_N`` wide (so they hold two
+    whole-tile temporaries, ``BlockScaledContext.sub_blocks_of``), not swap-AB, K a multiple of 256. Without swap-AB block_n is 128,
     halved (down to 16) while fewer than ``_FILL_FLOOR`` of the ``num_sms`` · waves slots hold a
     tile and halving fills more, when N is given (small M: N / 128 tiles would leave most SMs
     idle). As many stages (at most 8,
@@ -757,10 +757,8 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         s = Schedule(block_m=block_m, block_n=block_n, block_k=_SCALE_BLOCK,
                      num_stages=_WIDE_STAGES if warpgroups == 2 else 8, num_warpgroups=warpgroups,
                      raster=raster).persistent()
-    deep = dataclasses.replace(s, block_k=2 * _SCALE_BLOCK, num_stages=_DEEP_K_STAGES)
-    if (deep_k and M <= _SMALL_M and s.num_warpgroups == 1 and s.block_n <= _DEEP_K_MAX_N and not s.is_swap_ab
-            and BlockScaledContext.fragments_of(deep) == (2, 1)):
-        s = deep
+    if deep_k and M <= _SMALL_M and s.num_warpgroups == 1 and s.block_n <= _DEEP_K_MAX_N and not s.is_swap_ab:
+        s = dataclasses.replace(s, block_k=2 * _SCALE_BLOCK, num_stages=_DEEP_K_STAGES)
     return blockscaled_stages_that_fit(s, out_dtype, smem_limit)
 
 
