@@ -206,6 +206,22 @@ def test_two_scale_blocks_per_k_iteration(generator, block_m, block_n, warpgroup
     _check_twice(generator, schedule, M, N, K)
 
 
+@pytest.mark.parametrize("M, N, K, ways", [(64, 2112, 7168, 2), (50, 1024, 7168, 4), (40, 1024, 6912, 3),
+                                           (100, 768, 9216, 2), (33, 128, 7168, 4)], ids=str)
+def test_default_split_tiles(generator, M, N, K, ways):
+    """The default's split block_k 256 tiles (``launch._split_deep_k``: 64x32 tiles, each on
+    ``ways`` programs running one part of its K-iterations, fixed up through the Stream-K
+    workspace), ragged M, against the reference and the Triton kernel, then two launches bitwise
+    equal."""
+    from tlgemm.tilelang.launch import default_blockscaled_schedule
+
+    sms = torch.cuda.get_device_properties(DEV).multi_processor_count
+    tiles = -(-M // 64) * (N // 32)
+    s = default_blockscaled_schedule(M, N=N, K=K, num_sms=sms)
+    assert (s.block_n, s.block_k, s.streamk_tiles, s.num_sms) == (32, 256, tiles, ways * tiles), s
+    _check_twice(generator, None, M, N, K)
+
+
 @pytest.mark.parametrize("block_n", [16, 32, 48, 64])
 @pytest.mark.parametrize("M, N, K", [(1, 2112, 512), (7, 1000, 384), (33, 384, 1024), (64, 7168, 256)], ids=str)
 def test_swap_ab(generator, block_n, M, N, K):

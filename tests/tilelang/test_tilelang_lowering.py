@@ -436,40 +436,65 @@ def test_default_blockscaled_schedule_takes_the_wide_tile():
 
 
 def test_default_blockscaled_schedule_streams_few_tiles():
-    """Stream-K over all tiles (K >= 1024, a single GEMM) where whole tiles leave the SMs idle:
-    where 64x64 tiles fill at most half of them (swap-AB at M <= 32, or K no multiple of 256),
-    else where even 64x32 tiles fill less than three quarters (N = 2112 at M = 64: 66 tiles);
-    whole tiles where narrower ones fill the SMs (N = 2112 at M = 128, N = 4096 at M = 64: 132
-    and 128 tiles of 64x32), K is short, or the call is batched."""
+    """Stream-K over all tiles (K >= 1024, a single GEMM) where 64x64 tiles fill at most half
+    the SMs and the tiles take one scale block a K-iteration (swap-AB at M <= 32, or K no
+    multiple of 256); whole tiles where more fill the SMs, K is short, or the call is batched."""
     from tlgemm.tilelang.launch import default_blockscaled_schedule
 
-    for M, swap, block_n, tiles in ((16, True, 16, 33), (64, False, 64, 33)):
-        s = default_blockscaled_schedule(M, N=2112, K=7168)
-        assert (s.is_swap_ab, s.block_m, s.block_n, s.streamk_tiles) == (swap, 64, block_n, tiles), (M, s)
+    s = default_blockscaled_schedule(16, N=2112, K=7168)
+    assert (s.is_swap_ab, s.block_m, s.block_n, s.streamk_tiles, s.num_sms) == (True, 64, 16, 33, None), s
     assert default_blockscaled_schedule(16, N=4096, K=7168).streamk_tiles == 64
     # K no multiple of 256 (block_k 128): Stream-K where 64x64 tiles fill at most half the SMs
     for M, N, tiles in ((64, 4096, 64), (128, 2112, 66)):
         s = default_blockscaled_schedule(M, N=N, K=7040)
         assert (s.block_m, s.block_n, s.block_k, s.streamk_tiles) == (64, 64, 128, tiles), (M, N, s)
     for M, N, K, batch in ((128, 2112, 7168, 1), (64, 4096, 7168, 1), (128, 4096, 7168, 1), (64, 7168, 2048, 1),
-                           (64, 2112, 512, 1), (64, 2112, 7168, 2)):
+                           (64, 2112, 512, 1), (64, 2112, 7168, 2), (64, 2112, 7040, 2)):
         assert default_blockscaled_schedule(M, N=N, K=K, batch=batch).streamk_tiles == 0, (M, N, K, batch)
+
+
+def test_default_blockscaled_schedule_splits_deep_k_tiles():
+    """Where whole block_k 256 tiles leave the SMs idle, the default splits 64x32 tiles into 2 to 4
+    programs each (Stream-K on a grid of that many programs a tile, the count dividing the tile's
+    K-iterations): every program then runs one part of one tile, as the host reference's ranges
+    show; only where that saves each program at least 12 K-iterations."""
+    from tlgemm.schedules import work
+    from tlgemm.tilelang.launch import default_blockscaled_schedule
+
+    for M, N, K, ways, part in ((64, 2112, 7168, 2, 14), (48, 2112, 7168, 2, 14), (128, 1024, 7168, 2, 14),
+                                (64, 1536, 7168, 2, 14), (64, 1024, 7168, 4, 7), (64, 768, 7168, 4, 7),
+                                (64, 2112, 16384, 2, 32), (128, 1024, 16384, 2, 32), (33, 128, 7168, 4, 7)):
+        s = default_blockscaled_schedule(M, N=N, K=K)
+        tiles = -(-M // 64) * (N // 32)
+        assert ((s.block_m, s.block_n, s.block_k, s.num_stages, s.num_warpgroups, s.streamk_tiles, s.num_sms)
+                == (64, 32, 256, 8, 1, tiles, ways * tiles)), (M, N, K, s)
+        ranges = [[((item.pid_m, item.pid_n), item.k_begin, item.k_end) for item in work(p, M, N, K, s)]
+                  for p in range(s.num_sms)]
+        assert all(len(r) == 1 and r[0][2] - r[0][1] == part for r in ranges), (M, N, K, ranges)
+        assert sorted(r[0] for r in ranges) == sorted(((m, n), i * part, (i + 1) * part) for m in range(-(-M // 64))
+                                                      for n in range(N // 32) for i in range(ways))
+    # the split saves too few K-iterations (K = 2048, 4096), or no split fits the SMs (N = 2560, 64 rows of N
+    # in 80 tiles; M = 128 and N = 2112: 132 tiles), or K is no multiple of 256
+    for M, N, K in ((64, 2112, 2048), (64, 2048, 4096), (64, 2560, 7168), (128, 2112, 7168), (128, 1536, 7168),
+                    (64, 2112, 7040)):
+        s = default_blockscaled_schedule(M, N=N, K=K)
+        assert s.num_sms is None and (s.streamk_tiles == 0 or s.block_k == 128), (M, N, K, s)
 
 
 def test_default_blockscaled_schedule_deepens_small_m_tiles():
     """At M <= 128 the default's tiles up to 64 columns wide on one consumer warpgroup (single
     GEMM, not swap-AB, K a multiple of 256) run two scale blocks per K-iteration (block_k 256)
-    with 6 stages, or as many as fit, Stream-K or not; every other default keeps block_k 128."""
+    with 8 stages, or as many as fit, split or not; every other default keeps block_k 128."""
     from tlgemm.tilelang.launch import default_blockscaled_schedule
 
-    for M, N, K, tile, stages in ((128, 4096, 7168, (64, 64), 6), (64, 2112, 7168, (64, 64), 6),
-                                  (64, 4096, 7168, (64, 32), 6), (65, 4096, 2048, (64, 64), 6),
+    for M, N, K, tile, stages in ((128, 4096, 7168, (64, 64), 6), (64, 2112, 7168, (64, 32), 8),
+                                  (64, 4096, 7168, (64, 32), 8), (128, 2112, 7168, (64, 32), 8),
+                                  (64, 2112, 2048, (64, 16), 8), (65, 4096, 2048, (64, 64), 6),
                                   (64, 24576, 1536, (64, 64), 6), (128, 7168, 2048, (128, 64), 4),
                                   (128, 7168, 16384, (128, 64), 4)):
         s = default_blockscaled_schedule(M, N=N, K=K)
         assert ((s.block_m, s.block_n), s.block_k, s.num_stages, s.num_warpgroups) == (tile, 256, stages, 1), (
             M, N, K, s)
-    assert default_blockscaled_schedule(64, N=2112, K=7168).streamk_tiles == 33
     for M, N, K, batch in ((128, 4096, 7168 - 128, 1), (128, 4096, 7168, 2), (64, 32768, 512, 1),
                            (96, 7168, 16384, 1), (128, 32768, 512, 1), (4096, 7168, 16384, 1), (16, 2112, 7168, 1)):
         assert default_blockscaled_schedule(M, N=N, K=K, batch=batch).block_k == 128, (M, N, K, batch)

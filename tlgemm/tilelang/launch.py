@@ -657,25 +657,33 @@ _WAVES_K = (512, 1536)
 #: well, 160 to 192 ran at 0.74-0.95x the default (benchmarks/results/blockscaled_tiles.md).
 _EXACT_N = (144, 160, 176, 192)
 #: Stream-K over all tiles (swap-AB's, or 64x64) while K is at least ``_STREAMK_MIN_K`` and 64x64
-#: tiles would fill at most ``_STREAMK_FILL`` of the SMs, or, where the tiles take two scale blocks
-#: a K-iteration (not swap-AB, K a multiple of 256), while even 64x32 tiles would fill less than
-#: ``_FILL_FLOOR`` of them. On the H100 at N = 2112, K = 7168 1.25x (M = 16),
-#: 1.15x (M = 64) and 1.20x (M = 128) the whole-tile default; 0.59-0.98x where more tiles fill the
-#: SMs (benchmarks/results/blockscaled_streamk.md). With two scale blocks a K-iteration, 64x32
-#: whole tiles ran 1.24x Stream-K at 64x4096x7168 and 0.98x at 128x2112x7168, while Stream-K stayed
-#: ahead at 64x2112x7168 (1.06x 64x32) (blockscaled_small_m.md, "The consumer's tail at block_k 256").
+#: tiles would fill at most ``_STREAMK_FILL`` of the SMs, where the tiles take one scale block a
+#: K-iteration (swap-AB at M <= 32, or K no multiple of 256). On the H100 at N = 2112, K = 7168 1.25x
+#: (M = 16), 1.15x (M = 64) and 1.20x (M = 128) the whole-tile default; 0.59-0.98x where more tiles
+#: fill the SMs (benchmarks/results/blockscaled_streamk.md). Tiles with two scale blocks a
+#: K-iteration take ``_split_deep_k``'s rule instead.
 _STREAMK_FILL, _STREAMK_MIN_K = 0.5, 1024
 #: Stages of the default's tiles at M <= ``_SMALL_M`` on one consumer warpgroup where they take two
 #: scale blocks per K-iteration (block_k 256, ``BlockScaledContext.sub_blocks_of``; K a multiple of
 #: 256): a K-iteration costs about the same however deep at these shapes (its barrier waits, the
 #: producer's issue), so half as many halve that cost. By kernel time on the H100 on inputs made
 #: afresh, against the same tile at block_k 128: 1.26x at 128x4096x7168 (64x64), 1.11x at
-#: 64x7168x2048 (64x64), 1.03x at 128x7168x2048 (128x64), level at 64x7168x16384 and 64x24576x1536;
-#: 64x32 at 64x4096x7168 1.24x the former Stream-K default (benchmarks/results/blockscaled_small_m.md,
-#: "The consumer's tail at block_k 256").
+#: 64x7168x2048 (64x64), 1.03x at 128x7168x2048 (128x64), level at 64x7168x16384 and 64x24576x1536
+#: (benchmarks/results/blockscaled_small_m.md, "The consumer's tail at block_k 256"). As many of 8
+#: stages as fit (64x64: 6, 128x64: 4): 64x32 tiles with 8 ran 1.04-1.07x those with 6 at
+#: 128x2112x7168, 64x4096x7168 and 96x2112x7168 ("Deeper rings and split tiles at block_k 256").
 #: 64x128 tiles (at M <= 96 and at 64x32768x512) were not measured with two scale blocks, so the
 #: widest tile that takes them is 64 columns wide.
-_DEEP_K_STAGES, _DEEP_K_MAX_N = 6, 64
+_DEEP_K_STAGES, _DEEP_K_MAX_N = 8, 64
+#: ``_split_deep_k``: the split tile's width, the programs a tile may take (dividing its
+#: K-iterations, so every program's range is one part of one tile), and the K-iterations a program
+#: must save against the whole tiles' waves, the fix-up costing about as much as 9 to 14 of them.
+#: On the H100 by kernel time on inputs made afresh, against the best whole tiles: saving 14
+#: (K = 7168) 1.07-1.12x at 64x2112, 128x1024 and 64x1536, saving 21 1.17x at 64x1024, saving 32
+#: (K = 16384) 1.23-1.37x; saving 8 (64x2048x4096) 0.98x and 4 (K = 2048) 0.75x. Stream-K whose
+#: ranges cross tiles ran 0.71-0.94x the split on the same tiles (blockscaled_small_m.md, "Deeper
+#: rings and split tiles at block_k 256").
+_SPLIT_N, _SPLIT_WAYS, _SPLIT_MIN_SAVED = 32, (2, 3, 4), 12
 
 
 @functools.lru_cache(maxsize=4096)
@@ -693,13 +701,15 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     ``_WIDEST_MIN_K``; else, where N is
     no multiple of 128, a width of ``_EXACT_N`` that divides it and fills the last wave
     better (K as large). A single GEMM
-    whose tiles would leave the SMs idle (N and K given, K at least ``_STREAMK_MIN_K``; where its
-    tiles take two scale blocks a K-iteration, 64x32 ones filling less than ``_FILL_FLOOR`` of
-    the SMs, else 64x64 ones at most ``_STREAMK_FILL``) runs Stream-K over all its tiles:
-    swap-AB's for M <= ``_SWAP_AB_MAX_M``, else 64x64 on one warpgroup.
-    block_k is the 128-deep scale block, or two of them (``_DEEP_K_STAGES`` stages) for tiles on
-    one consumer warpgroup at M <= ``_SMALL_M``, at most ``_DEEP_K_MAX_N`` wide (so they hold two
-    whole-tile temporaries, ``BlockScaledContext.sub_blocks_of``), not swap-AB, K a multiple of 256. Without swap-AB block_n is 128,
+    whose tiles would leave the SMs idle (N and K given, K at least ``_STREAMK_MIN_K``, 64x64
+    tiles filling at most ``_STREAMK_FILL`` of the SMs) runs Stream-K over all its tiles:
+    swap-AB's for M <= ``_SWAP_AB_MAX_M``, else 64x64 on one warpgroup, where its tiles take
+    one scale block a K-iteration.
+    block_k is the 128-deep scale block, or two of them (``_DEEP_K_STAGES`` stages, as many as
+    fit) for tiles on one consumer warpgroup at M <= ``_SMALL_M``, at most ``_DEEP_K_MAX_N`` wide
+    (so they hold two whole-tile temporaries, ``BlockScaledContext.sub_blocks_of``), not swap-AB,
+    K a multiple of 256; those become split tiles where ``_split_deep_k`` says (N and K given,
+    K at least ``_STREAMK_MIN_K``). Without swap-AB block_n is 128,
     halved (down to 16) while fewer than ``_FILL_FLOOR`` of the ``num_sms`` · waves slots hold a
     tile and halving fills more, when N is given (small M: N / 128 tiles would leave most SMs
     idle). As many stages (at most 8,
@@ -718,8 +728,7 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
 
     deep_k = batch == 1 and K is not None and K % (2 * _SCALE_BLOCK) == 0  # two scale blocks fit a K-iteration
     streamk = (known and batch == 1 and K is not None and K >= _STREAMK_MIN_K
-               and (tiles(64, 32) < _FILL_FLOOR * num_sms if M > _SWAP_AB_MAX_M and deep_k
-                    else tiles(64, 64) <= _STREAMK_FILL * num_sms))
+               and not (M > _SWAP_AB_MAX_M and deep_k) and tiles(64, 64) <= _STREAMK_FILL * num_sms)
     if M <= _SWAP_AB_MAX_M:
         s = Schedule(block_m=64, block_n=16 if M <= 16 else 32, block_k=_SCALE_BLOCK, num_stages=8,
                      num_warpgroups=1).persistent().swap_ab()
@@ -759,7 +768,23 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
                      raster=raster).persistent()
     if deep_k and M <= _SMALL_M and s.num_warpgroups == 1 and s.block_n <= _DEEP_K_MAX_N and not s.is_swap_ab:
         s = dataclasses.replace(s, block_k=2 * _SCALE_BLOCK, num_stages=_DEEP_K_STAGES)
+        if known and K >= _STREAMK_MIN_K:
+            s = _split_deep_k(s, tiles(s.block_m, s.block_n), tiles(64, _SPLIT_N), K // (2 * _SCALE_BLOCK), num_sms)
     return blockscaled_stages_that_fit(s, out_dtype, smem_limit)
+
+
+def _split_deep_k(whole: Schedule, whole_tiles: int, split_tiles: int, iterations: int, num_sms: int) -> Schedule:
+    """``whole`` (a block_k 256 default of ``whole_tiles`` tiles, ``iterations`` K-iterations
+    each), or Stream-K over the 64x``_SPLIT_N`` tiles (``split_tiles`` of them) on a grid of
+    ``ways`` programs a tile, ``ways`` the most of ``_SPLIT_WAYS`` that divides ``iterations``
+    and fits the ``num_sms`` SMs, so that every program runs one ``ways``-th of one tile's
+    K-iterations (``tlgemm.schedules``' Stream-K ranges of equal length): where that leaves each
+    program at least ``_SPLIT_MIN_SAVED`` fewer K-iterations than the whole tiles' waves do."""
+    ways = [w for w in _SPLIT_WAYS if iterations % w == 0 and w * split_tiles <= num_sms]
+    if not ways or -(-whole_tiles // num_sms) * iterations - iterations // max(ways) < _SPLIT_MIN_SAVED:
+        return whole
+    return Schedule(block_m=64, block_n=_SPLIT_N, block_k=2 * _SCALE_BLOCK, num_stages=_DEEP_K_STAGES,
+                    num_warpgroups=1).persistent(max(ways) * split_tiles).streamk(split_tiles)
 
 
 def blockscaled_stages_that_fit(schedule: Schedule, out_dtype=torch.bfloat16, smem_limit: int = 232448) -> Schedule:
@@ -785,7 +810,8 @@ def _compiled_blockscaled(spec):
 def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=None, batched=False,
                      tma_token_scales=False, read_once=(False, False)):
     """The BlockScaledSpec of a problem (torch dtypes; ``read_once``: whether the grid reads
-    each byte of the tokens, and of the weights, once: ``operands_read_once``)."""
+    each byte of the tokens, and of the weights, once: ``operands_read_once``); a persistent
+    schedule's own ``num_sms`` (a fixed grid) overrides ``num_sms``."""
     from .kernels import BlockScaledSpec
     from .stages import BlockScaledContext
 
@@ -801,6 +827,8 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
         raise ValueError("schedule: the batched block-scaled kernel runs without clusters (cluster_m = 1) "
                          "and without Stream-K")
     BlockScaledContext.fragments_of(schedule)  # a tile whose fragments do not fit is a "schedule:" error
+    if schedule.is_persistent and schedule.num_sms is not None:
+        num_sms = schedule.num_sms
     return BlockScaledSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], _STORAGE[out_dtype], schedule, num_sms,
                            None if bias_dtype is None else _STORAGE[bias_dtype], batched, tma_token_scales,
                            *read_once)
@@ -856,7 +884,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     if schedule is None:
         schedule = default_blockscaled_schedule(M, out_dtype, smem_limit, N=N, K=K, num_sms=sms,
                                                 batch=batch[0] if batch else 1)
-    elif schedule.num_sms is not None:
+    if schedule.num_sms is not None:  # a fixed grid, a caller's or the default's (``_split_deep_k``)
         sms = schedule.num_sms
     _check_streamk_programs(schedule, sms, device_sms)
     scale_a_copy = M > _SMALL_M and scale_a.stride(-2) != 1
