@@ -10,8 +10,9 @@ triton.testing.do_bench. This script measures all three ways, in one process: do
 time after an 8 GB memset on tlgemm.bench's fp8-block inputs (``blockscaled_inputs``), and kernel
 time on fresh inputs (``kernel_fresh``), for tlgemm's TileLang and Triton
 block-scaled kernels (default schedules), cuBLAS's block-wise torch._scaled_mm, cuBLAS per-tensor
-FP8 on the same e4m3 operands, and for M <= 128 other TileLang tiles (``candidates``). Each is
-first checked against a float64 reference on a NaN-poisoned output (``tlgemm.bench.check``).
+FP8 on the same e4m3 operands, and for M <= 128 other TileLang tiles (``candidates``, block_k 256
+and split tiles among them). Each is first checked against a float64 reference on a
+NaN-poisoned output (``tlgemm.bench.check``).
 Kernel time: ``tlgemm.bench.kernel_time_us`` (median of the calls' summed GPU activity).
 With fresh inputs the quantised weights were the last large tensor written, so what of them fits
 in the L2 is read from there: at M <= 128 the weights are most of the bytes.
@@ -40,9 +41,12 @@ from tlgemm.tilelang.launch import (_compiled_blockscaled, blockscaled_matmul, o
 FP8, BF16 = torch.float8_e4m3fn, torch.bfloat16
 
 
-def candidates(M: int, smem_limit: int) -> list[Schedule]:
+def candidates(M: int, N: int, K: int, sms: int, smem_limit: int) -> list[Schedule]:
     """Other TileLang tiles for M <= 128: 64-row tiles on one consumer warpgroup, 128-row on
-    two, and swap-AB tiles of 64 or 128 rows of N by 64 tokens."""
+    two, and swap-AB tiles of 64 or 128 rows of N by 64 tokens; where K is a multiple of 256,
+    also block_k 256 tiles on one warpgroup (64x16 to 64x64, 128x64) and 64x32 tiles split into
+    2 to 4 parts of their K-iterations (Stream-K on a grid of parts · tiles programs, as
+    ``default_blockscaled_schedule`` splits them)."""
     if M > 128:
         return []
     plain = [Schedule(block_m=64, block_n=bn, block_k=128, num_stages=8, num_warpgroups=1).persistent()
@@ -51,7 +55,15 @@ def candidates(M: int, smem_limit: int) -> list[Schedule]:
               for bn in (16, 32, 64, 128)]
     swapped = [Schedule(block_m=bm, block_n=64, block_k=128, num_stages=8, num_warpgroups=bm // 64)
                .persistent().swap_ab() for bm in (64, 128)]
-    return [blockscaled_stages_that_fit(s, BF16, smem_limit) for s in plain + swapped]
+    deep = []
+    if K % 256 == 0:
+        deep = [Schedule(block_m=bm, block_n=bn, block_k=256, num_stages=8, num_warpgroups=1).persistent()
+                for bm, bn in ((64, 16), (64, 32), (64, 64), (128, 64))]
+        tiles = -(-M // 64) * -(-N // 32)
+        deep += [Schedule(block_m=64, block_n=32, block_k=256, num_stages=8, num_warpgroups=1)
+                 .persistent(ways * tiles).streamk(tiles)
+                 for ways in (2, 3, 4) if (K // 256) % ways == 0 and ways * tiles <= sms]
+    return [blockscaled_stages_that_fit(s, BF16, smem_limit) for s in plain + swapped + deep]
 
 
 def deepgemm_call(deep_gemm, i):
@@ -88,7 +100,7 @@ def main():
     print(f"probe: 1024^3 fp32 mm, kernel time {statistics.median(kernel_time_us(lambda: probe @ probe, 5)):.1f} us",
           flush=True)
     shapes = sorted(DEEPGEMM_H800_TFLOPS, key=lambda s: (s[1], s[2], s[0]))
-    extra = {shape: [] if args.no_candidates else candidates(shape[0], smem_limit) for shape in shapes}
+    extra = {shape: [] if args.no_candidates else candidates(*shape, sms, smem_limit) for shape in shapes}
     defaults = {(M, N, K): default_blockscaled_schedule(M, BF16, smem_limit, N=N, num_sms=sms, K=K)
                 for M, N, K in shapes}
     # A's scales arrive outer-dim-major with 16-byte aligned rows (every M here): the TMA-scale kernels;
