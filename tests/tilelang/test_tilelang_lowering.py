@@ -5,6 +5,8 @@ import re
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tlgemm.schedules import Schedule
 from tlgemm.schedules.selection import store_staging
@@ -479,6 +481,30 @@ def test_default_blockscaled_schedule_splits_deep_k_tiles():
                     (64, 2112, 7040)):
         s = default_blockscaled_schedule(M, N=N, K=K)
         assert s.num_sms is None and (s.streamk_tiles == 0 or s.block_k == 128), (M, N, K, s)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(M=st.one_of(st.integers(1, 128), st.integers(129, 8192)), N=st.integers(1, 32768), k_blocks=st.integers(1, 160),
+       num_sms=st.sampled_from([132, 114, 78, 16]), batch=st.sampled_from([1, 1, 3]))
+def test_default_blockscaled_schedule_is_launchable(M, N, k_blocks, num_sms, batch):
+    """Every block-scaled default (any M, N, K a multiple of 128, SM count, batch) builds a
+    spec and fits the shared memory; one that fixes its own grid (a split, ``_split_deep_k``)
+    runs at most ``num_sms`` programs, each exactly one equal part of one tile's K-iterations in
+    the host reference."""
+    from tlgemm.schedules import work
+    from tlgemm.tilelang.launch import (_blockscaled_smem, blockscaled_spec, default_blockscaled_schedule,
+                                        operands_read_once)
+
+    fp8, K = torch.float8_e4m3fn, 128 * k_blocks
+    s = default_blockscaled_schedule(M, N=N, K=K, num_sms=num_sms, batch=batch)
+    blockscaled_spec(fp8, fp8, torch.bfloat16, s, num_sms, batched=batch > 1, tma_token_scales=True,
+                     read_once=operands_read_once(M, N, s))
+    assert _blockscaled_smem(s, fp8, fp8, torch.bfloat16) <= 232448, s
+    if s.num_sms is not None:
+        assert batch == 1 and s.streamk_tiles and s.num_sms <= num_sms, s
+        items = [work(p, M, N, K, s) for p in range(s.num_sms)]
+        parts = {len(i) for i in items} | {i[0].k_end - i[0].k_begin for i in items}
+        assert all(len(i) == 1 for i in items) and len({i[0].k_end - i[0].k_begin for i in items}) == 1, (s, parts)
 
 
 def test_default_blockscaled_schedule_deepens_small_m_tiles():
