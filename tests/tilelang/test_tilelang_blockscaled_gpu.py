@@ -206,20 +206,51 @@ def test_two_scale_blocks_per_k_iteration(generator, block_m, block_n, warpgroup
     _check_twice(generator, schedule, M, N, K)
 
 
-@pytest.mark.parametrize("M, N, K, ways", [(64, 2112, 7168, 2), (50, 1024, 7168, 4), (40, 1024, 6912, 3),
-                                           (100, 768, 9216, 2), (33, 128, 7168, 4)], ids=str)
-def test_default_split_tiles(generator, M, N, K, ways):
-    """The default's split block_k 256 tiles (``launch._split_deep_k``: 64x32 tiles, each on
-    ``ways`` programs running one part of its K-iterations, fixed up through the Stream-K
-    workspace), ragged M, against the reference and the Triton kernel, then two launches bitwise
-    equal."""
+@pytest.mark.parametrize("M, N, K", [(64, 2112, 7168), (50, 1024, 7168), (40, 1024, 9216), (100, 768, 9216),
+                                     (33, 128, 7168)], ids=str)
+def test_default_split_tiles(generator, M, N, K):
+    """The default's split-K block_k 256 tiles (``launch._split_deep_k``: 64x32 tiles, a cluster of
+    two CTAs each adding its half of the K-iterations in shared memory), ragged M, against the
+    reference and the Triton kernel, then two launches bitwise equal."""
     from tlgemm.tilelang.launch import default_blockscaled_schedule
 
     sms = torch.cuda.get_device_properties(DEV).multi_processor_count
-    tiles = -(-M // 64) * (N // 32)
     s = default_blockscaled_schedule(M, N=N, K=K, num_sms=sms)
-    assert (s.block_n, s.block_k, s.streamk_tiles, s.num_sms) == (32, 256, tiles, ways * tiles), s
+    assert (s.block_n, s.block_k, s.split_k) == (32, 256, 2), s
     _check_twice(generator, None, M, N, K)
+
+
+@pytest.mark.parametrize("block_m, block_n, block_k, warpgroups, splits, swap",
+                         [(64, 32, 256, 1, 2, False), (64, 48, 128, 1, 3, False), (128, 64, 128, 2, 2, False),
+                          (64, 64, 256, 1, 4, False), (64, 16, 128, 1, 5, False), (64, 32, 128, 1, 2, True)], ids=str)
+@pytest.mark.parametrize("M, N, K", [(77, 1000, 1408), (300, 384, 1024), (1, 200, 1664), (129, 2112, 7168)],
+                         ids=str)
+def test_split_k(generator, block_m, block_n, block_k, warpgroups, splits, swap, M, N, K):
+    """Split-K schedules given explicitly: parts of unequal length (the K-iterations no multiple
+    of the part count), ragged M, N and K, one or two warpgroups, block_k 128 or 256, swap-AB;
+    against the reference and the Triton kernel, then two launches bitwise equal."""
+    from tlgemm.schedules import Schedule
+
+    schedule = blockscaled_stages_that_fit(Schedule(block_m=block_m, block_n=block_n, block_k=block_k,
+                                                    num_stages=4, num_warpgroups=warpgroups).splitk(splits))
+    _check_twice(generator, schedule.swap_ab() if swap else schedule, M, N, K)
+
+
+def test_split_k_errors(generator):
+    """A split-K schedule with more parts than K-iterations, a persistent one, more than 8 parts,
+    or a batched call is a clear "schedule:" error."""
+    from tlgemm.schedules import Schedule
+
+    base = Schedule(block_m=64, block_n=32, block_k=128, num_stages=4, num_warpgroups=1)
+    for K, schedule, rule in ((384, base.splitk(4), "split_k = 4 parts need at least"),
+                              (1280, base.persistent().splitk(2), "not persistent"),
+                              (1280, base.splitk(9), "split_k <= 8")):
+        a, b, sa, sb = _problem(generator, 64, 256, K)
+        with pytest.raises(ValueError, match=rule):
+            blockscaled_matmul(a, b, sa, sb, schedule)
+    x, y, xs, ys = _batched_problem(generator, 2, 64, 256, 384)
+    with pytest.raises(ValueError, match="unbatched"):
+        blockscaled_bmm(x, y, xs, ys, base.splitk(2))
 
 
 @pytest.mark.parametrize("block_n", [16, 32, 48, 64])

@@ -456,31 +456,31 @@ def test_default_blockscaled_schedule_streams_few_tiles():
 
 
 def test_default_blockscaled_schedule_splits_deep_k_tiles():
-    """Where whole block_k 256 tiles leave the SMs idle, the default splits 64x32 tiles into 2 to 4
-    programs each (Stream-K on a grid of that many programs a tile, the count dividing the tile's
-    K-iterations): every program then runs one part of one tile, as the host reference's ranges
-    show; only where that saves each program at least 12 K-iterations."""
-    from tlgemm.schedules import work
+    """Where whole block_k 256 tiles leave the SMs idle, the default splits 64x32 tiles in two
+    (split-K, an even count of K-iterations): every program then runs one equal part of one tile,
+    as the host reference's ranges show; only where all fit the SMs at once and that saves each
+    program at least 12 K-iterations."""
+    from tlgemm.schedules import num_programs, work
     from tlgemm.tilelang.launch import default_blockscaled_schedule
 
     for M, N, K, ways, part in ((64, 2112, 7168, 2, 14), (48, 2112, 7168, 2, 14), (128, 1024, 7168, 2, 14),
-                                (64, 1536, 7168, 2, 14), (64, 1024, 7168, 4, 7), (64, 768, 7168, 4, 7),
-                                (64, 2112, 16384, 2, 32), (128, 1024, 16384, 2, 32), (33, 128, 7168, 4, 7)):
+                                (64, 1536, 7168, 2, 14), (64, 1024, 7168, 2, 14), (64, 768, 7168, 2, 14),
+                                (64, 2112, 16384, 2, 32), (128, 1024, 16384, 2, 32), (33, 128, 7168, 2, 14)):
         s = default_blockscaled_schedule(M, N=N, K=K)
         tiles = -(-M // 64) * (N // 32)
-        assert ((s.block_m, s.block_n, s.block_k, s.num_stages, s.num_warpgroups, s.streamk_tiles, s.num_sms)
-                == (64, 32, 256, 8, 1, tiles, ways * tiles)), (M, N, K, s)
+        assert ((s.block_m, s.block_n, s.block_k, s.num_warpgroups, s.split_k, s.streamk_tiles, s.is_persistent)
+                == (64, 32, 256, 1, ways, 0, False)), (M, N, K, s)
+        assert num_programs(M, N, K, s) == ways * tiles
         ranges = [[((item.pid_m, item.pid_n), item.k_begin, item.k_end) for item in work(p, M, N, K, s)]
-                  for p in range(s.num_sms)]
+                  for p in range(ways * tiles)]
         assert all(len(r) == 1 and r[0][2] - r[0][1] == part for r in ranges), (M, N, K, ranges)
         assert sorted(r[0] for r in ranges) == sorted(((m, n), i * part, (i + 1) * part) for m in range(-(-M // 64))
                                                       for n in range(N // 32) for i in range(ways))
     # the split saves too few K-iterations (K = 2048, 4096), or no split fits the SMs (N = 2560, 64 rows of N
     # in 80 tiles; M = 128 and N = 2112: 132 tiles), or K is no multiple of 256
     for M, N, K in ((64, 2112, 2048), (64, 2048, 4096), (64, 2560, 7168), (128, 2112, 7168), (128, 1536, 7168),
-                    (64, 2112, 7040)):
-        s = default_blockscaled_schedule(M, N=N, K=K)
-        assert s.num_sms is None and (s.streamk_tiles == 0 or s.block_k == 128), (M, N, K, s)
+                    (64, 2112, 7040), (64, 1024, 6912)):
+        assert default_blockscaled_schedule(M, N=N, K=K).split_k == 1, (M, N, K)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -488,10 +488,9 @@ def test_default_blockscaled_schedule_splits_deep_k_tiles():
        num_sms=st.sampled_from([132, 114, 78, 16]), batch=st.sampled_from([1, 1, 3]))
 def test_default_blockscaled_schedule_is_launchable(M, N, k_blocks, num_sms, batch):
     """Every block-scaled default (any M, N, K a multiple of 128, SM count, batch) builds a
-    spec and fits the shared memory; one that fixes its own grid (a split, ``_split_deep_k``)
-    runs at most ``num_sms`` programs, each exactly one equal part of one tile's K-iterations in
-    the host reference."""
-    from tlgemm.schedules import work
+    spec and fits the shared memory; a split one (``_split_deep_k``) runs at most ``num_sms``
+    programs, each exactly one equal part of one tile's K-iterations in the host reference."""
+    from tlgemm.schedules import num_programs, work
     from tlgemm.tilelang.launch import (_blockscaled_smem, blockscaled_spec, default_blockscaled_schedule,
                                         operands_read_once)
 
@@ -500,11 +499,11 @@ def test_default_blockscaled_schedule_is_launchable(M, N, k_blocks, num_sms, bat
     blockscaled_spec(fp8, fp8, torch.bfloat16, s, num_sms, batched=batch > 1, tma_token_scales=True,
                      read_once=operands_read_once(M, N, s))
     assert _blockscaled_smem(s, fp8, fp8, torch.bfloat16) <= 232448, s
-    if s.num_sms is not None:
-        assert batch == 1 and s.streamk_tiles and s.num_sms <= num_sms, s
-        items = [work(p, M, N, K, s) for p in range(s.num_sms)]
-        parts = {len(i) for i in items} | {i[0].k_end - i[0].k_begin for i in items}
-        assert all(len(i) == 1 for i in items) and len({i[0].k_end - i[0].k_begin for i in items}) == 1, (s, parts)
+    if s.split_k > 1:
+        programs = num_programs(M, N, K, s)
+        assert batch == 1 and programs <= num_sms and K // s.block_k % s.split_k == 0, s
+        lengths = {(len(i), i[0].k_end - i[0].k_begin) for i in (work(p, M, N, K, s) for p in range(programs))}
+        assert lengths == {(1, K // s.block_k // s.split_k)}, (s, lengths)
 
 
 def test_default_blockscaled_schedule_deepens_small_m_tiles():

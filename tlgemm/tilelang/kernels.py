@@ -336,6 +336,46 @@ def _walk_streamk(ctx: GemmContext, sched: ScheduleContext, tensorC, produce, co
     return _walk()
 
 
+def _walk_split(ctx: GemmContext, sched: ScheduleContext, splits: int, tensorC, produce, consume, received,
+                arrived, **store):
+    """The split-K part of one tile (Schedule.split_k, a cluster of ``splits`` CTAs a tile):
+    program pid runs tile pid // splits, K-iterations ``split_k_range(pid % splits)`` of
+    tlgemm.schedules (the first I % splits parts one longer), its rank in the cluster being
+    pid % splits. A rank r > 0 stages its accumulator in its own ``received[0]`` and copies it
+    into rank 0's ``received[r - 1]`` (cp.async.bulk shared::cluster, PTX ISA 9.7.9.25.4.1),
+    arriving on rank 0's ``arrived`` with the bytes (``T.copy_cluster``, issued by thread 0);
+    rank 0 waits for the ``splits - 1`` arrivals and stores its accumulator plus the received
+    parts in rank order, so results are bitwise reproducible. Every exchange stays in the
+    cluster's shared memory. The closing cluster barrier keeps each rank's source buffer alive
+    until rank 0 has it."""
+    iters, consumers = sched.iters_per_tile, ctx.consumer_threads
+    part, rank = sched.pid // splits, sched.pid % splits
+    q, r = iters // splits, iters % splits
+    k0, k1 = rank * q + T.min(rank, r), (rank + 1) * q + T.min(rank + 1, r)
+
+    @T.macro
+    def _walk():
+        tile = ctx.bind_tile(sched.get_tile_from_idx(part))
+        if ctx.is_producer():
+            ctx.set_registers(producer=True)
+            produce(tile, k0, k1)
+        else:
+            ctx.set_registers(producer=False)
+            consume(tile, k0, k1)
+            if rank == 0:
+                T.mbarrier_wait_parity(arrived[0], 0)
+                tensorC.store(ctx, tile, partials=(received, 0, splits - 1), **store)
+                tensorC.drain(ctx)
+            else:
+                T.copy(ctx.acc, received[0, :, :])
+                T.fence_proxy_async()
+                T.sync_threads(CONSUMER_BARRIER, consumers)
+                T.copy_cluster(received[0, :, :], received[rank - 1, :, :], dst_block=0, remote_barrier=arrived[0])
+        T.cluster_sync()
+
+    return _walk()
+
+
 def streamk_gemm(spec: KernelSpec):
     """C = epilogue(A · B) under a Stream-K schedule (``_walk_streamk``) on spec.num_sms
     programs, ``partials`` [P, block_m, block_n] and ``flags`` [P] its fix-up workspace."""
@@ -446,7 +486,9 @@ def blockscaled_gemm(spec: BlockScaledSpec):
     clusters (``schedule.cluster_m`` = 2): ``_walk_cluster_rounds``, the shared operand
     multicast. Stream-K (``schedule.streamk_tiles``, unbatched): ``_walk_streamk`` on
     spec.num_sms programs, each K range's promoted partial result published through the
-    ``partials``/``flags`` workspace (a tile's partial sums are additive over K blocks)."""
+    ``partials``/``flags`` workspace (a tile's partial sums are additive over K blocks).
+    Split-K (``schedule.split_k``, unbatched): ``_walk_split``, a cluster of split_k programs
+    a tile adding their parts in shared memory."""
     ctx = BlockScaledContext(spec.schedule, spec.a_dtype, spec.b_dtype, spec.out_storage,
                              tma_token_scales=spec.tma_token_scales)
     M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
@@ -458,12 +500,16 @@ def blockscaled_gemm(spec: BlockScaledSpec):
     sb_strides = tuple(T.dynamic(f"sb_stride{d}") for d in range(len(lead) + 2))
     bias_shape = (N,) if spec.bias_storage is not None else (1,)
     swap, clustered = spec.schedule.is_swap_ab, spec.schedule.cluster_m > 1
-    streamk = spec.schedule.streamk_tiles > 0
-    if (clustered or streamk) and spec.batched:
-        raise ValueError("spec: a clustered (cluster_m > 1) or Stream-K schedule runs the single-GEMM "
+    streamk, splits = spec.schedule.streamk_tiles > 0, spec.schedule.split_k
+    if (clustered or streamk or splits > 1) and spec.batched:
+        raise ValueError("spec: a clustered (cluster_m > 1), Stream-K or split-K schedule runs the single-GEMM "
                          "block-scaled kernel")
     rows, cols = (N, M) if swap else (M, N)
-    num_programs = spec.num_sms if streamk else _num_programs(spec, rows, cols, BATCH)
+    if splits > 1:
+        num_programs = T.ceildiv(rows, spec.schedule.block_m) * T.ceildiv(cols, spec.schedule.block_n) * splits
+    else:
+        num_programs = spec.num_sms if streamk else _num_programs(spec, rows, cols, BATCH)
+    cluster = 2 if clustered else splits if splits > 1 else None
     # Stream-K's fix-up workspace (``_walk_streamk``); one element each when unused
     P, bm, bn = spec.num_sms, spec.schedule.block_m, spec.schedule.block_n
     partials_shape, flags_shape = ((P, bm, bn), (P,)) if streamk else ((1, 1, 1), (1,))
@@ -476,7 +522,7 @@ def blockscaled_gemm(spec: BlockScaledSpec):
              bias: T.Tensor(bias_shape, spec.bias_storage or "float32"),
              partials: T.Tensor(partials_shape, "float32"), flags: T.Tensor(flags_shape, "int32")):
         with T.Kernel(_cluster_grid(num_programs) if clustered else num_programs, threads=ctx.threads,
-                      cluster_dims=2 if clustered else None) as pid:
+                      cluster_dims=cluster) as pid:
             tokens_once, weights_once = spec.a_read_once, spec.b_read_once
             tensorA = make_tensor_view(B if swap else A, "A", "K", weights_once if swap else tokens_once)
             tensorB = make_tensor_view(A if swap else B, "B", "K", tokens_once if swap else weights_once)
@@ -491,6 +537,13 @@ def blockscaled_gemm(spec: BlockScaledSpec):
                                      lambda tile, shared: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0,
                                                                                   iters, shared),
                                      lambda tile: ctx.consume_blockscaled(tile, 0, iters, K), bias=bias_view)
+            elif splits > 1:
+                received = T.alloc_shared((splits - 1, spec.schedule.block_m, spec.schedule.block_n), "float32")
+                arrived = T.alloc_cluster_barrier([splits - 1])
+                _walk_split(ctx, sched, splits, tensorC,
+                            lambda tile, k0, k1: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, k0, k1),
+                            lambda tile, k0, k1: ctx.consume_blockscaled(tile, k0, k1, K), received, arrived,
+                            bias=bias_view)
             elif streamk:
                 _walk_streamk(ctx, sched, tensorC,
                               lambda tile, k0, k1: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, k0, k1),

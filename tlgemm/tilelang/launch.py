@@ -605,7 +605,8 @@ def _blockscaled_smem(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
     """The GEMM's shared memory, with the block-scaled epilogue's staging
     (``BlockScaledContext.store_staging_of``), plus the staged scales (float32, in a ring of
     ``BlockScaledContext.scale_ring_of`` slots, each with the K-iteration's scale blocks: one per
-    token of the tile and one per 128-block of weight rows it touches)."""
+    token of the tile and one per 128-block of weight rows it touches), plus a split-K tile's
+    ``split_k - 1`` received float32 parts (``kernels._walk_split``)."""
     from .stages import BlockScaledContext
 
     chunk, buffers = schedules.store_staging(schedule.block_n)
@@ -613,7 +614,8 @@ def _blockscaled_smem(schedule: Schedule, a_dtype, b_dtype, out_dtype) -> int:
     staging_saved = (chunk * buffers - own_chunk * own_buffers) * schedule.block_m * out_dtype.itemsize
     return (shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype) - staging_saved
             + BlockScaledContext.scale_ring_of(schedule) * BlockScaledContext.sub_blocks_of(schedule)
-            * sum(BlockScaledContext.scale_widths_of(schedule)) * 4)
+            * sum(BlockScaledContext.scale_widths_of(schedule)) * 4
+            + (schedule.split_k - 1) * schedule.block_m * schedule.block_n * 4)
 
 
 #: Below this fraction of the SMs busy in the last wave, the block-scaled default halves block_n.
@@ -675,15 +677,20 @@ _STREAMK_FILL, _STREAMK_MIN_K = 0.5, 1024
 #: 64x128 tiles (at M <= 96 and at 64x32768x512) were not measured with two scale blocks, so the
 #: widest tile that takes them is 64 columns wide.
 _DEEP_K_STAGES, _DEEP_K_MAX_N = 8, 64
-#: ``_split_deep_k``: the split tile's width, the programs a tile may take (dividing its
-#: K-iterations, so every program's range is one part of one tile), and the K-iterations a program
-#: must save against the whole tiles' waves, the fix-up costing about as much as 9 to 14 of them.
-#: On the H100 by kernel time on inputs made afresh, against the best whole tiles: saving 14
-#: (K = 7168) 1.07-1.12x at 64x2112, 128x1024 and 64x1536, saving 21 1.17x at 64x1024, saving 32
-#: (K = 16384) 1.23-1.37x; saving 8 (64x2048x4096) 0.98x and 4 (K = 2048) 0.75x. Stream-K whose
-#: ranges cross tiles ran 0.71-0.94x the split on the same tiles (blockscaled_small_m.md, "Deeper
-#: rings and split tiles at block_k 256").
-_SPLIT_N, _SPLIT_WAYS, _SPLIT_MIN_SAVED = 32, (2, 3, 4), 12
+#: ``_split_deep_k``: the split tile's width, its parts (a cluster of that many CTAs, each one
+#: equal part of the tile's K-iterations), and the K-iterations a CTA must save against the whole
+#: tiles' waves. On the H100 by kernel time on inputs made afresh, the parts added in shared memory
+#: (``kernels._walk_split``): saving 14 K-iterations (K = 7168) ran 1.19-1.26x the best whole tiles
+#: at 64x2112, 128x1024 and 64x1536, saving 32 (K = 16384) 1.28-1.52x; saving 8 (64x2048x4096)
+#: 1.08x fresh but 0.89x after the memset, saving 4 (K = 2048) 0.85x. Four parts ran 1.46x the
+#: whole tiles at 64x768x7168 (24 clusters) but 0.68x their own Stream-K form at 64x1024x7168 (32
+#: clusters of 4 did not all fit at once) and 0.34x the whole tiles at 64x2112x2048 (two waves of
+#: clusters), so the default splits in two. Through the Stream-K workspace (global memory, a flag
+#: spin) the same two-part splits ran 0.87-0.95x (blockscaled_small_m.md, "Split-K in a cluster").
+_SPLIT_N, _SPLIT_PARTS, _SPLIT_MIN_SAVED = 32, 2, 12
+#: The most CTAs of a split-K tile: one cluster holds them, and 8 is the portable cluster size
+#: (CUDA C++ Programming Guide, "Thread Block Clusters").
+_MAX_SPLITS = 8
 
 
 @functools.lru_cache(maxsize=4096)
@@ -775,16 +782,16 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
 
 def _split_deep_k(whole: Schedule, whole_tiles: int, split_tiles: int, iterations: int, num_sms: int) -> Schedule:
     """``whole`` (a block_k 256 default of ``whole_tiles`` tiles, ``iterations`` K-iterations
-    each), or Stream-K over the 64x``_SPLIT_N`` tiles (``split_tiles`` of them) on a grid of
-    ``ways`` programs a tile, ``ways`` the most of ``_SPLIT_WAYS`` that divides ``iterations``
-    and fits the ``num_sms`` SMs, so that every program runs one ``ways``-th of one tile's
-    K-iterations (``tlgemm.schedules``' Stream-K ranges of equal length): where that leaves each
-    program at least ``_SPLIT_MIN_SAVED`` fewer K-iterations than the whole tiles' waves do."""
-    ways = [w for w in _SPLIT_WAYS if iterations % w == 0 and w * split_tiles <= num_sms]
-    if not ways or -(-whole_tiles // num_sms) * iterations - iterations // max(ways) < _SPLIT_MIN_SAVED:
+    each), or split-K over the 64x``_SPLIT_N`` tiles (``split_tiles`` of them) in
+    ``_SPLIT_PARTS`` equal parts (a cluster of that many CTAs a tile adding their parts in shared
+    memory, ``kernels._walk_split``) where all fit the ``num_sms`` SMs at once and each CTA runs
+    at least ``_SPLIT_MIN_SAVED`` fewer K-iterations than the whole tiles' waves do."""
+    parts = _SPLIT_PARTS
+    if (iterations % parts or parts * split_tiles > num_sms
+            or -(-whole_tiles // num_sms) * iterations - iterations // parts < _SPLIT_MIN_SAVED):
         return whole
     return Schedule(block_m=64, block_n=_SPLIT_N, block_k=2 * _SCALE_BLOCK, num_stages=_DEEP_K_STAGES,
-                    num_warpgroups=1).persistent(max(ways) * split_tiles).streamk(split_tiles)
+                    num_warpgroups=1).splitk(parts)
 
 
 def blockscaled_stages_that_fit(schedule: Schedule, out_dtype=torch.bfloat16, smem_limit: int = 232448) -> Schedule:
@@ -818,9 +825,11 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
     if not isinstance(schedule, Schedule):
         raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
     BlockScaledContext.sub_blocks_of(schedule)  # block_k 128, or 256 where the tile allows: a "schedule:" error
-    if schedule.split_k > 1 or schedule.num_xcds > 1:
-        raise ValueError("schedule: the block-scaled kernel is persistent, over whole tiles or Stream-K "
-                         "(no split-K or chiplet transform)")
+    if schedule.num_xcds > 1:
+        raise ValueError("schedule: num_xcds > 1 is the AMD chiplet transform; the block-scaled kernel targets Hopper")
+    if schedule.split_k > 1 and (schedule.is_persistent or schedule.split_k > _MAX_SPLITS or batched):
+        raise ValueError(f"schedule: a split-K block-scaled schedule runs one cluster of split_k <= {_MAX_SPLITS} "
+                         f"CTAs a tile (not persistent, unbatched), got {schedule}{' batched' if batched else ''}")
     if schedule.streamk_tiles:
         BlockScaledContext.check_streamk(schedule)
     if (schedule.cluster_m > 1 or schedule.streamk_tiles) and batched:
@@ -884,9 +893,12 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     if schedule is None:
         schedule = default_blockscaled_schedule(M, out_dtype, smem_limit, N=N, K=K, num_sms=sms,
                                                 batch=batch[0] if batch else 1)
-    if schedule.num_sms is not None:  # a fixed grid, a caller's or the default's (``_split_deep_k``)
+    if schedule.num_sms is not None:  # a fixed grid, the caller's or the default's
         sms = schedule.num_sms
     _check_streamk_programs(schedule, sms, device_sms)
+    if schedule.split_k > -(-K // schedule.block_k):
+        raise ValueError(f"schedule: split_k = {schedule.split_k} parts need at least as many K-iterations of "
+                         f"block_k = {schedule.block_k}; K = {K} has {-(-K // schedule.block_k)}")
     scale_a_copy = M > _SMALL_M and scale_a.stride(-2) != 1
     spec = blockscaled_spec(a.dtype, b.dtype, out_dtype, schedule, sms,
                             None if bias_vec is None else bias_vec.dtype, batched=batched,
