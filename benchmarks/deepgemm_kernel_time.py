@@ -45,8 +45,8 @@ def candidates(M: int, N: int, K: int, sms: int, smem_limit: int) -> list[Schedu
     """Other TileLang tiles for M <= 128: 64-row tiles on one consumer warpgroup, 128-row on
     two, and swap-AB tiles of 64 or 128 rows of N by 64 tokens; where K is a multiple of 256,
     also block_k 256 tiles on one warpgroup (64x16 to 64x64, 128x64) and 64x32 tiles split into
-    2 to 4 parts of their K-iterations (Stream-K on a grid of parts · tiles programs, as
-    ``default_blockscaled_schedule`` splits them)."""
+    2 or 4 equal parts of their K-iterations (split-K in a cluster, as
+    ``default_blockscaled_schedule`` splits them in two) where all parts fit the SMs at once."""
     if M > 128:
         return []
     plain = [Schedule(block_m=64, block_n=bn, block_k=128, num_stages=8, num_warpgroups=1).persistent()
@@ -60,9 +60,8 @@ def candidates(M: int, N: int, K: int, sms: int, smem_limit: int) -> list[Schedu
         deep = [Schedule(block_m=bm, block_n=bn, block_k=256, num_stages=8, num_warpgroups=1).persistent()
                 for bm, bn in ((64, 16), (64, 32), (64, 64), (128, 64))]
         tiles = -(-M // 64) * -(-N // 32)
-        deep += [Schedule(block_m=64, block_n=32, block_k=256, num_stages=8, num_warpgroups=1)
-                 .persistent(ways * tiles).streamk(tiles)
-                 for ways in (2, 3, 4) if (K // 256) % ways == 0 and ways * tiles <= sms]
+        deep += [Schedule(block_m=64, block_n=32, block_k=256, num_stages=8, num_warpgroups=1).splitk(parts)
+                 for parts in (2, 4) if (K // 256) % parts == 0 and parts * tiles <= sms]
     return [blockscaled_stages_that_fit(s, BF16, smem_limit) for s in plain + swapped + deep]
 
 
