@@ -342,7 +342,7 @@ def _walk_split(ctx: GemmContext, sched: ScheduleContext, splits: int, tensorC, 
     program pid runs tile pid // splits, K-iterations ``split_k_range(pid % splits)`` of
     tlgemm.schedules (the first I % splits parts one longer), its rank in the cluster being
     pid % splits. A rank r > 0 stages its accumulator in its own ``received[0]`` and copies it
-    into rank 0's ``received[r - 1]`` (cp.async.bulk shared::cluster, PTX ISA 9.7.9.25.4.1),
+    into rank 0's ``received[r - 1]`` (PTX ISA cp.async.bulk to .shared::cluster),
     arriving on rank 0's ``arrived`` with the bytes (``T.copy_cluster``, issued by thread 0);
     rank 0 waits for the ``splits - 1`` arrivals and stores its accumulator plus the received
     parts in rank order, so results are bitwise reproducible. Every exchange stays in the

@@ -817,8 +817,7 @@ def _compiled_blockscaled(spec):
 def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=None, batched=False,
                      tma_token_scales=False, read_once=(False, False)):
     """The BlockScaledSpec of a problem (torch dtypes; ``read_once``: whether the grid reads
-    each byte of the tokens, and of the weights, once: ``operands_read_once``); a persistent
-    schedule's own ``num_sms`` (a fixed grid) overrides ``num_sms``."""
+    each byte of the tokens, and of the weights, once: ``operands_read_once``)."""
     from .kernels import BlockScaledSpec
     from .stages import BlockScaledContext
 
@@ -836,8 +835,6 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
         raise ValueError("schedule: the batched block-scaled kernel runs without clusters (cluster_m = 1) "
                          "and without Stream-K")
     BlockScaledContext.fragments_of(schedule)  # a tile whose fragments do not fit is a "schedule:" error
-    if schedule.is_persistent and schedule.num_sms is not None:
-        num_sms = schedule.num_sms
     return BlockScaledSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], _STORAGE[out_dtype], schedule, num_sms,
                            None if bias_dtype is None else _STORAGE[bias_dtype], batched, tma_token_scales,
                            *read_once)
@@ -893,7 +890,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     if schedule is None:
         schedule = default_blockscaled_schedule(M, out_dtype, smem_limit, N=N, K=K, num_sms=sms,
                                                 batch=batch[0] if batch else 1)
-    if schedule.num_sms is not None:  # a fixed grid, the caller's or the default's
+    elif schedule.num_sms is not None:
         sms = schedule.num_sms
     _check_streamk_programs(schedule, sms, device_sms)
     if schedule.split_k > -(-K // schedule.block_k):
