@@ -339,23 +339,21 @@ def _walk_streamk(ctx: GemmContext, sched: ScheduleContext, tensorC, produce, co
 def _walk_split(ctx: GemmContext, sched: ScheduleContext, splits: int, tensorC, produce, consume, received,
                 arrived, **store):
     """The split-K part of one tile (Schedule.split_k, a cluster of ``splits`` CTAs a tile):
-    program pid runs tile pid // splits, K-iterations ``split_k_range(pid % splits)`` of
-    tlgemm.schedules (the first I % splits parts one longer), its rank in the cluster being
-    pid % splits. A rank r > 0 stages its accumulator in its own ``received[0]`` and copies it
+    program pid runs the unit ``ScheduleContext.split_unit`` names, K-iterations
+    ``ScheduleContext.split_k_range`` of its split, which is its rank in the cluster. A rank r > 0 stages its accumulator in its own ``received[0]`` and copies it
     into rank 0's ``received[r - 1]`` (PTX ISA cp.async.bulk to .shared::cluster),
     arriving on rank 0's ``arrived`` with the bytes (``T.copy_cluster``, issued by thread 0);
     rank 0 waits for the ``splits - 1`` arrivals and stores its accumulator plus the received
     parts in rank order, so results are bitwise reproducible. Every exchange stays in the
     cluster's shared memory. The closing cluster barrier keeps each rank's source buffer alive
     until rank 0 has it."""
-    iters, consumers = sched.iters_per_tile, ctx.consumer_threads
-    part, rank = sched.pid // splits, sched.pid % splits
-    q, r = iters // splits, iters % splits
-    k0, k1 = rank * q + T.min(rank, r), (rank + 1) * q + T.min(rank + 1, r)
+    consumers = ctx.consumer_threads
+    tile_id, rank = sched.split_unit()
+    k0, k1 = sched.split_k_range(rank)
 
     @T.macro
     def _walk():
-        tile = ctx.bind_tile(sched.get_tile_from_idx(part))
+        tile = ctx.bind_tile(sched.get_tile_from_idx(tile_id))
         if ctx.is_producer():
             ctx.set_registers(producer=True)
             produce(tile, k0, k1)

@@ -617,6 +617,19 @@ class ScheduleContext:
         base = self.full_tiles * self.iters_per_tile
         return base + lpid * q + T.min(lpid, r), base + (lpid + 1) * q + T.min(lpid + 1, r)
 
+    def split_unit(self):
+        """(tile_id, split) of this program under split-K: unit ``pid`` is tile pid // S, split
+        pid % S (S = schedule.split_k, one unit a program; tlgemm.schedules' split-K units)."""
+        splits = self.schedule.split_k
+        return self.pid // splits, self.pid % splits
+
+    def split_k_range(self, split):
+        """[begin, end) K-iterations of split ``split`` (tlgemm.schedules.split_k_range: the first
+        I % S splits one longer), for K-iterations I >= S = schedule.split_k (the launcher's rule,
+        so that no split is empty)."""
+        q, r = self.iters_per_tile // self.schedule.split_k, self.iters_per_tile % self.schedule.split_k
+        return split * q + T.min(split, r), (split + 1) * q + T.min(split + 1, r)
+
     def segments(self, begin, end):
         """How many tiles' K ranges the Stream-K iterations [begin, end) touch: the segments a
         program walks (``get_iter`` gives each one's tile and first K-iteration). Walking
