@@ -150,21 +150,50 @@ def _walk_tiles(ctx: GemmContext, sched: ScheduleContext, batch, tensorC, produc
     warpgroup and the consumers walk them in separate branches, so each keeps its own
     register budget (``GemmContext.set_registers``): ``produce(tile)`` and ``consume(tile)``
     emit one tile's K loop on each side, the consumers then store the tile
-    (``tensorC.store(ctx, tile, **store)``) and drain the stores at the end."""
+    (``tensorC.store(ctx, tile, **store)``) and drain the stores at the end. A single GEMM
+    whose grid is one wave (``ScheduleContext.one_wave``) takes tile p in a branch without the
+    general walk's divisions: the tile count goes to ``local_tiles`` first, each tile's
+    coordinates to the tile registers (``GemmContext.set_tile``), so the K loop is emitted once."""
     total = None if batch is None else sched.batched_total_tiles(batch)
     start, _, step = sched.persistent_tile_range(total)
     batched = batch is not None
+    one_wave = None if batched else sched.one_wave()
+    if one_wave is None:
+        @T.macro
+        def _count(n):
+            n = sched.num_local_tiles(total)
+
+        @T.macro
+        def _bind(t):
+            ctx.set_tile(_tile_at(sched, start + t * step, batched))
+    else:
+        @T.macro
+        def _count(n):
+            if one_wave:
+                n = 1
+            else:
+                n = sched.num_local_tiles(total)
+
+        @T.macro
+        def _bind(t):
+            if one_wave:
+                ctx.set_tile(sched.plain_raster_tile(sched.pid))
+            else:
+                ctx.set_tile(_tile_at(sched, start + t * step, batched))
 
     @T.macro
     def _walk():
+        _count(ctx.local_tiles)
         if ctx.is_producer():
             ctx.set_registers(producer=True)
-            for t in T.serial(sched.num_local_tiles(total)):
-                produce(ctx.bind_tile(_tile_at(sched, start + t * step, batched)))
+            for t in T.serial(ctx.local_tiles[0]):
+                _bind(t)
+                produce(ctx.bound_tile(batched))
         else:
             ctx.set_registers(producer=False)
-            for t in T.serial(sched.num_local_tiles(total)):
-                tile = ctx.bind_tile(_tile_at(sched, start + t * step, batched))
+            for t in T.serial(ctx.local_tiles[0]):
+                _bind(t)
+                tile = ctx.bound_tile(batched)
                 consume(tile)
                 tensorC.store(ctx, tile, **store)
             tensorC.drain(ctx)
@@ -180,7 +209,7 @@ def _persistent_body(spec: KernelSpec, ctx: GemmContext, M, N, K, BATCH, num_pro
         with T.Kernel(num_programs, threads=ctx.threads) as pid:
             tensorA, tensorB, tensorC, scale, bias_view = _views(spec, A, B, C, A_scale, B_scale, bias, M, N)
             ctx.allocate(registers=False)
-            sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
+            sched = ScheduleContext(M, N, K, ctx, pid, num_programs, None if spec.batched else spec.num_sms)
             _walk_tiles(ctx, sched, BATCH if spec.batched else None, tensorC,
                         lambda tile: ctx.produce(tensorA, tensorB, tile, 0, sched.iters_per_tile),
                         lambda tile: ctx.consume(0, sched.iters_per_tile), scale=scale, bias=bias_view)
@@ -339,9 +368,11 @@ def _walk_streamk(ctx: GemmContext, sched: ScheduleContext, tensorC, produce, co
 def _walk_split(ctx: GemmContext, sched: ScheduleContext, splits: int, tensorC, produce, consume, received,
                 arrived, **store):
     """The split-K part of one tile (Schedule.split_k, a cluster of ``splits`` CTAs a tile):
-    program pid runs the unit ``ScheduleContext.split_unit`` names, K-iterations
-    ``ScheduleContext.split_k_range`` of its split, which is its rank in the cluster. A rank r > 0 stages its accumulator in its own ``received[0]`` and copies it
-    into rank 0's ``received[r - 1]`` (PTX ISA cp.async.bulk to .shared::cluster),
+    program pid runs the unit ``ScheduleContext.split_unit`` names (its tile by one division
+    where ``ScheduleContext.plain_raster`` holds), K-iterations ``ScheduleContext.split_k_range``
+    of its split, which is its rank in the cluster. A rank r > 0 stages its accumulator in its
+    own ``received[0]`` and copies it into rank 0's ``received[r - 1]`` (PTX ISA cp.async.bulk to
+    .shared::cluster),
     arriving on rank 0's ``arrived`` with the bytes (``T.copy_cluster``, issued by thread 0);
     rank 0 waits for the ``splits - 1`` arrivals and stores its accumulator plus the received
     parts in rank order, so results are bitwise reproducible. Every exchange stays in the
@@ -353,7 +384,11 @@ def _walk_split(ctx: GemmContext, sched: ScheduleContext, splits: int, tensorC, 
 
     @T.macro
     def _walk():
-        tile = ctx.bind_tile(sched.get_tile_from_idx(tile_id))
+        if sched.plain_raster():
+            ctx.set_tile(sched.plain_raster_tile(tile_id))
+        else:
+            ctx.set_tile(sched.get_tile_from_idx(tile_id))
+        tile = ctx.bound_tile()
         if ctx.is_producer():
             ctx.set_registers(producer=True)
             produce(tile, k0, k1)
@@ -409,36 +444,44 @@ def schedule_trace_kernel(schedule: Schedule, num_sms: int, max_items: int):
     s = schedule
     streamk = s.streamk_tiles > 0
 
+    @T.macro
+    def record(trace, pid, n, tile, k_begin, k_end):
+        trace[pid, n, 0] = tile.pid_m
+        trace[pid, n, 1] = tile.pid_n
+        trace[pid, n, 2] = k_begin
+        trace[pid, n, 3] = k_end
+
     @T.prim_func
     def trace(Trace: T.Tensor((num_sms, max_items, 4), "int32"), Count: T.Tensor((num_sms,), "int32"),
               M: T.int32, N: T.int32, K: T.int32):
         num_programs = num_sms if streamk else persistent_grid(
             num_sms, T.ceildiv(M, s.block_m) * T.ceildiv(N, s.block_n), s.raster)
         with T.Kernel(num_programs, threads=32) as pid:
-            sched = ScheduleContext(M, N, K, ctx, pid, num_programs)
+            sched = ScheduleContext(M, N, K, ctx, pid, num_programs, None if streamk else num_sms)
             iters = sched.iters_per_tile
             n = T.alloc_var("int32", init=0)
             full = sched.full_tiles if streamk else sched.total_tiles
             start, _, step = sched.persistent_tile_range(full)
             if T.get_thread_binding() == 0:
-                for t in T.serial(sched.num_local_tiles(full)):
-                    tile = sched.get_tile_from_idx(start + t * step)
-                    Trace[pid, n, 0] = tile.pid_m
-                    Trace[pid, n, 1] = tile.pid_n
-                    Trace[pid, n, 2] = 0
-                    Trace[pid, n, 3] = iters
-                    n += 1
+                if streamk:
+                    for t in T.serial(sched.num_local_tiles(full)):
+                        record(Trace, pid, n, sched.get_tile_from_idx(start + t * step), 0, iters)
+                        n += 1
+                else:  # the walk of ``_walk_tiles``
+                    if sched.one_wave():
+                        record(Trace, pid, n, sched.plain_raster_tile(sched.pid), 0, iters)
+                        n += 1
+                    else:
+                        for t in T.serial(sched.num_local_tiles(full)):
+                            record(Trace, pid, n, sched.get_tile_from_idx(start + t * step), 0, iters)
+                            n += 1
                 if streamk:
                     begin, end = sched.iter_range()
                     g = T.alloc_var("int32", init=begin)
                     for _ in T.serial(sched.segments(begin, end)):
                         tile_id, k = sched.get_iter(g)
                         seg_end = T.min(end, (tile_id + 1) * iters)
-                        tile = sched.get_tile_from_idx(tile_id)
-                        Trace[pid, n, 0] = tile.pid_m
-                        Trace[pid, n, 1] = tile.pid_n
-                        Trace[pid, n, 2] = k
-                        Trace[pid, n, 3] = k + seg_end - g
+                        record(Trace, pid, n, sched.get_tile_from_idx(tile_id), k, k + seg_end - g)
                         n += 1
                         g = seg_end
                 Count[pid] = n
@@ -528,7 +571,8 @@ def blockscaled_gemm(spec: BlockScaledSpec):
             scales = make_group_scale_view(SA, SB, M, N, tma=spec.tma_token_scales)
             bias_view = make_bias_view(bias, N, per_row=swap) if spec.bias_storage is not None else None
             ctx.allocate()
-            sched = ScheduleContext(rows, cols, K, ctx, pid, num_programs)
+            sched = ScheduleContext(rows, cols, K, ctx, pid, num_programs,
+                                    None if clustered or streamk or splits > 1 or spec.batched else spec.num_sms)
             iters = sched.iters_per_tile
             if clustered:
                 _walk_cluster_rounds(ctx, sched, tensorC,

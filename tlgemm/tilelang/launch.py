@@ -893,7 +893,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     elif schedule.num_sms is not None:
         sms = schedule.num_sms
     _check_streamk_programs(schedule, sms, device_sms)
-    if schedule.split_k > -(-K // schedule.block_k):
+    if K and schedule.split_k > -(-K // schedule.block_k):  # K = 0: the bias alone, no kernel (below)
         raise ValueError(f"schedule: split_k = {schedule.split_k} parts need at least as many K-iterations of "
                          f"block_k = {schedule.block_k}; K = {K} has {-(-K // schedule.block_k)}")
     scale_a_copy = M > _SMALL_M and scale_a.stride(-2) != 1

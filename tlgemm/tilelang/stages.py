@@ -361,6 +361,7 @@ class GemmContext:
         self.tile_m = T.alloc_var("int32", init=0)
         self.tile_n = T.alloc_var("int32", init=0)
         self.tile_b = T.alloc_var("int32", init=0)
+        self.local_tiles = T.alloc_var("int32", init=0)  # this program's tile count (kernels._walk_tiles)
         self.shared = T.alloc_var("int32", init=0) if self.cluster_size > 1 else None
         T.annotate_layout({self.a_smem: em.a_shared_layout.expand([S]), self.b_smem: em.b_shared_layout.expand([S]),
                            self.acc: self.accum_layout()})
@@ -378,7 +379,11 @@ class GemmContext:
         """``tile`` with its coordinates evaluated once into two registers: the K loop then
         reads them per TMA issue instead of re-deriving the raster's integer divisions (the
         producer runs on few registers)."""
+        self.set_tile(tile)
+        return self.bound_tile(tile.batch is not None)
 
+    def set_tile(self, tile: Tile):
+        """Evaluate ``tile``'s coordinates into the tile registers (``bound_tile`` reads them)."""
         batched = tile.batch is not None
 
         @T.macro
@@ -388,9 +393,11 @@ class GemmContext:
             if batched:
                 tile_b = tile.batch
 
-        _bind(self.tile_m, self.tile_n, self.tile_b)
-        return Tile(self.tile_m[0], self.tile_n[0], tile.block_m, tile.block_n,
-                    self.tile_b[0] if batched else None)
+        return _bind(self.tile_m, self.tile_n, self.tile_b)
+
+    def bound_tile(self, batched: bool = False) -> Tile:
+        """The Tile in the tile registers (``set_tile``), e.g. after branches that each set one."""
+        return Tile(self.tile_m[0], self.tile_n[0], self.block_m, self.block_n, self.tile_b[0] if batched else None)
 
     def bind_shared(self, shared):
         """A cluster round's ``shared`` predicate (``ScheduleContext.cluster_round``)
@@ -515,10 +522,12 @@ class ScheduleContext:
     """The tile and K-iteration mapping of tlgemm.schedules on the device.
 
     ``pid`` is the launch id, ``num_programs`` the grid size (a TIR expression); every
-    function reproduces its host-reference namesake exactly.
+    function reproduces its host-reference namesake exactly. ``persistent_sms``: the SM count
+    the grid was sized from over the tiles of one GEMM (``kernels.persistent_grid``), where it was
+    (None for other grids, e.g. Stream-K's or a batched one); ``one_wave`` needs it.
     """
 
-    def __init__(self, M, N, K, ctx: GemmContext, pid, num_programs):
+    def __init__(self, M, N, K, ctx: GemmContext, pid, num_programs, persistent_sms: int | None = None):
         s = ctx.schedule
         self.M, self.N, self.K, self.schedule = M, N, K, s
         self.block_m, self.block_n = s.block_m, s.block_n
@@ -527,6 +536,7 @@ class ScheduleContext:
         self.total_tiles = self.tiles_m * self.tiles_n
         self.iters_per_tile = T.max(1, T.ceildiv(K, s.block_k))
         self.num_programs = num_programs
+        self.persistent_sms = persistent_sms
         self.pid = pid if s.num_xcds == 1 else chiplet_transform_chunked(pid, num_programs, s.num_xcds, s.chunk_size)
 
     def persistent_tile_range(self, total=None):
@@ -552,6 +562,40 @@ class ScheduleContext:
         slow = T.bind(div(mod(tile_id, width), rows))
         pid_m, pid_n = (fast, slow) if s.raster == "m" else (slow, fast)
         return Tile(pid_m, pid_n, s.block_m, s.block_n)
+
+    def _raster_sides(self):
+        """(major, minor): the tile counts along the raster's fast axis and the other."""
+        return (self.tiles_m, self.tiles_n) if self.schedule.raster == "m" else (self.tiles_n, self.tiles_m)
+
+    def plain_raster(self):
+        """Whether the grouped raster reduces to (tile_id mod major, tile_id div major) along its
+        fast axis: one group (at most ``group_size_m`` tiles along that axis, e.g. one tile row at
+        small M under raster "m"), or one line of tiles across it (e.g. swap-AB at few tokens)."""
+        major, minor = self._raster_sides()
+        return T.Or(major <= self.schedule.group_size_m, minor == 1)
+
+    def plain_raster_tile(self, tile_id) -> Tile:
+        """``get_tile_from_idx`` where ``plain_raster`` holds (every group's first tile is 0 and its
+        width the tiles along the fast axis, or one tile across), with one integer division
+        instead of the raster's chain of them."""
+        major = self._raster_sides()[0]
+        fast, slow = T.truncmod(tile_id, major), T.truncdiv(tile_id, major)
+        pid_m, pid_n = (fast, slow) if self.schedule.raster == "m" else (slow, fast)
+        return Tile(pid_m, pid_n, self.block_m, self.block_n)
+
+    def one_wave(self):
+        """Whether every program has exactly one tile, tile ``pid``, under a ``plain_raster``:
+        the persistent grid over at most ``persistent_sms`` tiles is the tile count
+        (``kernels.persistent_grid``, ``schedules.persistent_programs``). None where the grid is
+        not that (``persistent_sms`` unset). Testing it costs no division, where the general walk
+        (``num_local_tiles``, ``get_tile_from_idx``) takes a chain of them: the producer issued its
+        first TMA copy about 1.1 us (2250 cycles) after its CTA started at 64x7168x2048, 800 cycles
+        of them in this arithmetic; walking one wave without it ran 1.01-1.05x by kernel time on
+        the H100 at six small-M rows (benchmarks/results/blockscaled_small_m.md, "The first
+        tile's arithmetic")."""
+        if self.persistent_sms is None:
+            return None
+        return T.And(self.total_tiles <= self.persistent_sms, self.plain_raster())
 
     def get_tile_from_coord(self, pid_m, pid_n) -> Tile:
         return Tile(pid_m, pid_n, self.block_m, self.block_n)
