@@ -4,6 +4,7 @@ kernels take these branches wherever they hold (``kernels._walk_tiles``, ``kerne
 so a wrong condition or tile here would be a wrong tile on the GPU."""
 import types
 
+import tilelang
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,7 +12,6 @@ from tlgemm.schedules import Schedule, num_programs, num_tiles_m, num_tiles_n, w
 from tlgemm.schedules.grid import grouped_coords
 from tlgemm.tilelang.stages import ScheduleContext
 
-tilelang = __import__("tilelang")
 analyzer = tilelang.tvm.arith.Analyzer()
 
 
