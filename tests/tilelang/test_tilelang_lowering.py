@@ -460,14 +460,14 @@ def test_default_blockscaled_schedule_splits_deep_k_tiles():
     (split-K, an even count of K-iterations): every program then runs one equal part of one tile,
     as the host reference's ranges show; only where all fit the SMs at once and that saves each
     program at least 12 K-iterations."""
-    from tlgemm.schedules import num_programs, work
+    from tlgemm.schedules import num_programs, num_tiles, work
     from tlgemm.tilelang.launch import default_blockscaled_schedule
 
     for M, N, K, ways, part in ((64, 2112, 7168, 2, 14), (48, 2112, 7168, 2, 14), (128, 1024, 7168, 2, 14),
                                 (64, 1536, 7168, 2, 14), (64, 1024, 7168, 2, 14), (64, 768, 7168, 2, 14),
                                 (64, 2112, 16384, 2, 32), (128, 1024, 16384, 2, 32), (33, 128, 7168, 2, 14)):
         s = default_blockscaled_schedule(M, N=N, K=K)
-        tiles = -(-M // 64) * (N // 32)
+        tiles = num_tiles(M, N, s)
         assert ((s.block_m, s.block_n, s.block_k, s.num_warpgroups, s.split_k, s.streamk_tiles, s.is_persistent)
                 == (64, 32, 256, 1, ways, 0, False)), (M, N, K, s)
         assert num_programs(M, N, K, s) == ways * tiles

@@ -1,15 +1,15 @@
-"""ScheduleContext's division-free walks (``plain_raster``, ``one_wave``) evaluated on the CPU with
-TVM's simplifier on concrete sizes, against the host reference in tlgemm.schedules. The GEMM
-kernels take these branches wherever they hold (``kernels._walk_tiles``, ``kernels._walk_split``),
-so a wrong condition or tile here would be a wrong tile on the GPU."""
+"""ScheduleContext's division-free walks (``plain_raster``, ``one_wave``) and its split-K units and
+ranges evaluated on the CPU with TVM's simplifier on concrete sizes, against the host reference in
+tlgemm.schedules. The GEMM kernels take these wherever they hold (``kernels._walk_tiles``,
+``kernels._walk_split``), so a wrong condition, tile or range here would be wrong on the GPU."""
 import types
 
 import tilelang
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlgemm.schedules import Schedule, num_programs, num_tiles_m, num_tiles_n, work
-from tlgemm.schedules.grid import grouped_coords
+from tlgemm.schedules import (Schedule, grouped_coords, num_k_iters, num_programs, num_tiles_m, num_tiles_n,
+                              tile_coords, work)
 from tlgemm.tilelang.stages import ScheduleContext
 
 analyzer = tilelang.tvm.arith.Analyzer()
@@ -61,7 +61,7 @@ def test_one_wave_is_one_tile_per_program(M, N, block_m, block_n, group, raster,
     plain = bool(_value(sched.plain_raster()))
     assert wave == (plain and programs == tiles)
     if wave:
-        iters = max(1, -(-K // 128))
+        iters = num_k_iters(K, s)
         for pid in range(programs):
             tile = _context(M, N, K, s, pid, programs, sms).plain_raster_tile(pid)
             assert work(pid, M, N, K, s, sms) == [(_value(tile.pid_m), _value(tile.pid_n), 0, iters)]
@@ -72,3 +72,26 @@ def test_one_wave_needs_the_persistent_grid():
     s = Schedule(block_m=64, block_n=64, block_k=128).persistent()
     assert _context(64, 640, 256, s, 0, 10, None).one_wave() is None
     assert bool(_value(_context(64, 640, 256, s, 0, 10, 132).one_wave()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(**sizes, splits=st.integers(2, 8), k_blocks=st.integers(1, 64))
+def test_split_units_and_ranges_are_the_host_split_k(M, N, block_m, block_n, group, raster, splits, k_blocks):
+    """Under split-K every program's K range (``split_unit``, ``split_k_range``) and, where
+    ``plain_raster`` holds, its tile (``plain_raster_tile``, as ``_walk_split`` takes it) are its
+    one work item in schedules.work, for unequal parts too (K-iterations no multiple of the
+    parts). Elsewhere the tile comes from the host reference: ``get_tile_from_idx`` binds
+    variables, which needs TileLang's IR builder (the GPU trace tests cover it)."""
+    K = 128 * max(k_blocks, splits)
+    s = Schedule(block_m=block_m, block_n=block_n, block_k=128, group_size_m=group, raster=raster).splitk(splits)
+    programs = num_programs(M, N, K, s)
+    for pid in range(programs):
+        sched = _context(M, N, K, s, pid, programs, None)
+        tile_id, split = sched.split_unit()
+        if _value(sched.plain_raster()):
+            tile = sched.plain_raster_tile(tile_id)
+            coords = (_value(tile.pid_m), _value(tile.pid_n))
+        else:
+            coords = tile_coords(_value(tile_id), M, N, s)
+        begin, end = sched.split_k_range(split)
+        assert work(pid, M, N, K, s) == [(*coords, _value(begin), _value(end))], (pid, s)

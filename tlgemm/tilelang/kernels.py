@@ -158,28 +158,21 @@ def _walk_tiles(ctx: GemmContext, sched: ScheduleContext, batch, tensorC, produc
     start, _, step = sched.persistent_tile_range(total)
     batched = batch is not None
     one_wave = None if batched else sched.one_wave()
-    if one_wave is None:
-        @T.macro
-        def _count(n):
+    one_wave = False if one_wave is None else one_wave  # a Python False leaves only the general walk
+
+    @T.macro
+    def _count(n):
+        if one_wave:
+            n = 1
+        else:
             n = sched.num_local_tiles(total)
 
-        @T.macro
-        def _bind(t):
+    @T.macro
+    def _bind(t):
+        if one_wave:
+            ctx.set_tile(sched.plain_raster_tile(sched.pid))
+        else:
             ctx.set_tile(_tile_at(sched, start + t * step, batched))
-    else:
-        @T.macro
-        def _count(n):
-            if one_wave:
-                n = 1
-            else:
-                n = sched.num_local_tiles(total)
-
-        @T.macro
-        def _bind(t):
-            if one_wave:
-                ctx.set_tile(sched.plain_raster_tile(sched.pid))
-            else:
-                ctx.set_tile(_tile_at(sched, start + t * step, batched))
 
     @T.macro
     def _walk():
