@@ -851,3 +851,30 @@ def test_a_pass_that_cannot_lower_the_kernel_is_a_schedule_error(monkeypatch):
                                          r"\[ThreadSync\] cannot lower this$") as info:
         kernel_source(512, 512, 512, torch.bfloat16, torch.bfloat16, None, SCHEDULE)
     assert isinstance(info.value.__cause__, tvm.error.TVMError)
+
+
+@pytest.mark.parametrize("block_m, block_n, block_k, warpgroups, swap, warps",
+                         [(64, 32, 256, 1, False, 2), (64, 16, 128, 1, True, 2), (128, 32, 128, 2, False, 2),
+                          (64, 64, 256, 1, False, 1), (128, 64, 256, 1, False, 1), (128, 256, 128, 2, False, 1)],
+                         ids=str)
+def test_blockscaled_narrow_tiles_take_two_producer_warps(block_m, block_n, block_k, warpgroups, swap, warps):
+    """Tiles at most 32 columns wide issue their K-iterations from two producer warps in turns
+    (``producer_warps_of``): the producer's branch spans two warps after the consumers, and each
+    K-iteration's copies sit behind the test that its parity is the warp's; wider tiles keep one
+    producer warp and no such test."""
+    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import blockscaled_spec, blockscaled_stages_that_fit
+    from tlgemm.tilelang.stages import BlockScaledContext
+
+    schedule = Schedule(block_m=block_m, block_n=block_n, block_k=block_k, num_stages=4,
+                        num_warpgroups=warpgroups).persistent(132)
+    schedule = blockscaled_stages_that_fit(schedule.swap_ab() if swap else schedule, torch.bfloat16, 232448)
+    assert BlockScaledContext.producer_warps_of(schedule) == warps
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
+                            tma_token_scales=True)
+    src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
+    consumers = 128 * warpgroups
+    assert f"if (((int)threadIdx.x) < {consumers + 32 * warps}) {{" in src
+    parity = re.search(r"if \(\(\w+ % 2\) == \(\(\(\(int\)threadIdx\.x\) - " + str(consumers) + r"\) / 32\)\) \{", src)
+    assert (parity is not None) == (warps == 2)

@@ -58,7 +58,8 @@ PRODUCER_REGISTERS = 40
 BLOCKSCALED_PRODUCER_REGISTERS = 96
 CONSUMER_REGISTERS = {1: 232, 2: 232}
 
-#: The producer is the first warp of the producer warpgroup: one lane (elected by the TMA
+#: The producer is the first warp of the producer warpgroup (the block-scaled kernel's narrow
+#: tiles: its first two, ``BlockScaledContext.producer_warps_of``): one lane (elected by the TMA
 #: copy, elect.sync needs the whole warp converged) issues expect_tx and the copies, and
 #: all its lanes arrive on ``full`` after that.
 PRODUCER_LANES = 32
@@ -1015,6 +1016,22 @@ class BlockScaledContext(GemmContext):
             group //= 2
         return group
 
+    #: Widest tile side along N (block_n) whose K-iterations two producer warps issue in turns.
+    two_producers_up_to = 32
+
+    @classmethod
+    def producer_warps_of(cls, schedule: Schedule) -> int:
+        """Producer warps: 2 for tiles at most ``two_producers_up_to`` wide (warp w issues the
+        K-iterations it with it mod 2 = w, each its own slots' waits, copies and ``full``
+        arrivals), else 1. On such a narrow tile one producer warp's instructions for a slot
+        take longer than the consumers' wgmma and promotion of it: under Nsight Compute at
+        128x2112x7168 (64x32 tiles) the consumers waited for data in 25-44% of the samples while
+        the producer almost never waited for a free slot. Two warps ran 1.00-1.09x on the H100 on
+        four small-M rows of 64x32 and 64x16 tiles (1.04-1.09x on three) and 0.98-0.99x on tiles 64
+        columns wide and wider
+        (benchmarks/results/blockscaled_small_m.md, "Two producer warps")."""
+        return 2 if schedule.block_n <= cls.two_producers_up_to else 1
+
     @classmethod
     def scale_ring_of(cls, schedule: Schedule) -> int:
         """Slots of the staged scales' ring (``sub_blocks_of`` rows each): a multiple of
@@ -1064,7 +1081,8 @@ class BlockScaledContext(GemmContext):
         K-iteration that issues them (each lane's ``cp.async.mbarrier.arrive.noinc`` waits for
         its copies), which every consumer waits for before it reads them, so no lane waits for
         a load. In a cluster the shared operand is multicast as in ``produce``; each CTA copies
-        its own scales."""
+        its own scales. With ``producer_warps_of`` = 2 the first two producer warps take the
+        K-iterations in turns, the lanes of the warp that owns one doing all of the above for it."""
         S, bm, bn, bk = self.num_stages, self.block_m, self.block_n, self.block_k
         multicast_a, multicast_b = (None, shared) if self.schedule.raster == "m" else (shared, None)
         it, a_smem, b_smem, full, empty = self.iteration, self.a_smem, self.b_smem, self.full, self.empty
@@ -1097,29 +1115,38 @@ class BlockScaledContext(GemmContext):
                 scales.copy_b(block_smem, scale_slot(it + step, half), T.truncmod(lane, blocks),
                               (k + step) * sub + half, first_block, tile.batch)
 
+        warps = self.producer_warps_of(self.schedule)
+
+        def owns(it):
+            """Whether this producer warp issues K-iteration it (a Python True for one warp)."""
+            return True if warps == 1 else T.truncmod(it, warps) == T.truncdiv(T.get_thread_binding() - producer,
+                                                                              PRODUCER_LANES)
+
         @T.macro
         def _produce(it):
-            if T.get_thread_binding() < producer + PRODUCER_LANES:
-                lane = T.get_thread_binding() - producer
+            if T.get_thread_binding() < producer + warps * PRODUCER_LANES:
+                lane = T.get_thread_binding() - producer if warps == 1 else T.truncmod(
+                    T.get_thread_binding() - producer, PRODUCER_LANES)
                 for k in T.serial(k_begin, k_end):
-                    T.mbarrier_wait_parity(empty[_slot(it, S)], _phase(it, S) ^ 1)
-                    tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)], tile.batch,
-                                 multicast_a)
-                    tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)], tile.batch,
-                                 multicast_b)
-                    if self.tma_token_scales:
-                        if k == k_begin or T.truncmod(it, group) == 0:
-                            stage_scales(it, k, lane)
-                    else:
-                        for h in (list(range(sub)) if sub == 1 else T.unroll(sub)):
-                            for r in T.unroll(rounds):
-                                if tokens % PRODUCER_LANES == 0 or r * PRODUCER_LANES + lane < tokens:
-                                    scales.copy_a(token_smem, scale_slot(it, h), r * PRODUCER_LANES + lane,
-                                                  k * sub + h, token0, tile.batch)
-                            if lane < blocks:
-                                scales.copy_b(block_smem, scale_slot(it, h), lane, k * sub + h, first_block,
-                                              tile.batch)
-                    T.cp_async_barrier_noinc(full[_slot(it, S)])
+                    if owns(it):
+                        T.mbarrier_wait_parity(empty[_slot(it, S)], _phase(it, S) ^ 1)
+                        tensorA.load(a_smem, _slot(it, S), tile.m0, k * bk, bm, bk, full[_slot(it, S)], tile.batch,
+                                     multicast_a)
+                        tensorB.load(b_smem, _slot(it, S), tile.n0, k * bk, bn, bk, full[_slot(it, S)], tile.batch,
+                                     multicast_b)
+                        if self.tma_token_scales:
+                            if k == k_begin or T.truncmod(it, group) == 0:
+                                stage_scales(it, k, lane)
+                        else:
+                            for h in (list(range(sub)) if sub == 1 else T.unroll(sub)):
+                                for r in T.unroll(rounds):
+                                    if tokens % PRODUCER_LANES == 0 or r * PRODUCER_LANES + lane < tokens:
+                                        scales.copy_a(token_smem, scale_slot(it, h), r * PRODUCER_LANES + lane,
+                                                      k * sub + h, token0, tile.batch)
+                                if lane < blocks:
+                                    scales.copy_b(block_smem, scale_slot(it, h), lane, k * sub + h, first_block,
+                                                  tile.batch)
+                        T.cp_async_barrier_noinc(full[_slot(it, S)])
                     it += 1
 
         return _produce(it)
