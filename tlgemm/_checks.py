@@ -42,6 +42,33 @@ def vector(name, v, lengths, dtypes, device, first="a"):
     return v.reshape(-1)
 
 
+def check_no_overlap(name, t):
+    """Raise where ``t``'s strides make two of its elements one memory location: ordered by
+    stride, each axis of size > 1 must step past the last element the smaller-stride axes
+    reach."""
+    span = 0
+    for size, stride in sorted((d for d in zip(t.shape, t.stride()) if d[0] > 1), key=lambda d: d[1]):
+        if stride <= span:
+            raise ValueError(f"{name}: strides {t.stride()} make elements of shape {tuple(t.shape)} overlap")
+        span += (size - 1) * stride
+
+
+def _byte_span(t) -> tuple[int, int]:
+    start = t.data_ptr()
+    return start, start + (sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1) * t.element_size()
+
+
+def may_share_memory(x, y) -> bool:
+    """Whether tensors x and y may share memory: one storage and intersecting byte ranges
+    (conservative: two interleaved views of one buffer count as sharing). Storage-less
+    tensors (data pointer 0, e.g. on the meta device) share nothing."""
+    storage = x.untyped_storage().data_ptr()
+    if storage == 0 or storage != y.untyped_storage().data_ptr() or not (x.numel() and y.numel()):
+        return False
+    (x0, x1), (y0, y1) = _byte_span(x), _byte_span(y)
+    return x0 < y1 and y0 < x1
+
+
 def blockscaled_problem(names, a, b, scale_a, scale_b, batched: bool, check_tensor):
     """(batch, M, N, K) of a block-scaled GEMM (batch: () or (B,)) after its operand rules:
     a [(B,) M, K] and b [(B,) N, K] fp8, K a multiple of SCALE_BLOCK, scale_a

@@ -66,7 +66,7 @@ import torch
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import SCALE_BLOCK, remember, signature
+from tlgemm._checks import SCALE_BLOCK, check_no_overlap, may_share_memory, remember, signature
 from tlgemm.schedules import AutotuneCache, Schedule, Selection, cdiv, m_bucket, num_programs, select
 
 __all__ = ["matmul", "addmm", "bmm", "scaled_mm", "explain", "autotune", "Explanation", "AutotuneResult",
@@ -192,8 +192,10 @@ def _check_pair(a, b, ndim: int) -> tuple[int, int, int, int]:
     return M, N, K, batch
 
 
-def _check_out(out, out_dtype, shape: tuple[int, ...], device: torch.device):
-    """The effective out_dtype argument: out.dtype when out is given (after checking it)."""
+def _check_out(out, out_dtype, shape: tuple[int, ...], device: torch.device, reads: dict):
+    """The effective out_dtype argument: out.dtype when out is given (after checking it: no
+    two of its elements one memory location, and no memory shared with the tensors the kernel
+    ``reads``, by name, while it writes out)."""
     if out is None:
         return out_dtype
     if not isinstance(out, torch.Tensor):
@@ -204,7 +206,24 @@ def _check_out(out, out_dtype, shape: tuple[int, ...], device: torch.device):
         raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
     if out.device != device:
         raise ValueError(f"out: on {out.device}, but a is on {device}; all tensors must be on one device")
+    check_no_overlap("out", out)
+    for name, t in reads.items():
+        if _aliases(out, t):
+            raise ValueError(f"out: shares memory with {name}, which the kernel reads while it writes out; "
+                             "pass an out of its own")
     return out.dtype
+
+
+def _aliases(out, t) -> bool:
+    """Whether ``out`` may share memory with ``t`` (None, or a scalar that is no tensor: no)."""
+    return isinstance(t, torch.Tensor) and may_share_memory(out, t)
+
+
+def _own_bias(bias, out):
+    """``bias``, copied where it shares memory with ``out``: the kernel writes out before
+    (an [M, N] bias, added after it) or while (the epilogue's [N] bias) it reads bias, and
+    torch.addmm(c, a, b, out=c) is an idiom."""
+    return bias.clone() if out is not None and _aliases(out, bias) else bias
 
 
 def _result_dtype(op: str, a_dtype: torch.dtype, b_dtype: torch.dtype, out_dtype) -> torch.dtype:
@@ -274,6 +293,9 @@ def _scale_kind(scale_a, scale_b, M: int, N: int, K: int, device: torch.device) 
         return False
     kb, nb = cdiv(K, 128), cdiv(N, 128)
     if sa == (M, kb) and sb == (nb, kb):
+        if K % SCALE_BLOCK:
+            raise ValueError(f"a, b: block-wise scales need K a multiple of {SCALE_BLOCK} (whole 1x128 and 128x128 "
+                             f"scale blocks along K; both backends' kernels take one per K-step), got K = {K}")
         return True
     hint = "; this scale_b is torch._scaled_mm's [K/128, N/128] layout: pass scale_b.t()" if sb == (kb, nb) else ""
     raise ValueError(f"scale_a, scale_b: shapes {list(sa)} and {list(sb)} match no scaling of [{M}, {K}] @ [{K}, {N}]: "
@@ -336,8 +358,6 @@ def _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32) -> tuple[str
     elif a_dtype == torch.float32 and not tf32:
         hard = ("float32 inputs with TF32 off (torch.backends.cuda.matmul.allow_tf32 is False): "
                 "wgmma has no full-precision float32 path")
-    elif op == "blockscaled" and K % SCALE_BLOCK:
-        hard = f"K={K} is not a multiple of {SCALE_BLOCK}, which TileLang's block-scaled kernel needs (one scale block per K-step)"
     else:
         try:
             if _backend_kernel("tilelang", op) is None:
@@ -595,7 +615,7 @@ def _scalar(value: float, device: torch.device) -> torch.Tensor:
 
 def _matmul_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None, repeat_key=None):
     M, N, K, _ = _check_pair(a, b, 2)
-    out_dtype = _check_out(out, out_dtype, (M, N), a.device)
+    out_dtype = _check_out(out, out_dtype, (M, N), a.device, {"a": a, "b": b})
     if not (M and N and K):
         return _empty("matmul", a, b, out, out_dtype, (M, N))
     return _gemm("matmul", a, b, M, N, K, 1, out, out_dtype, backend, schedule, repeat_key=repeat_key)
@@ -603,7 +623,7 @@ def _matmul_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None,
 
 def _bmm_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None):
     M, N, K, batch = _check_pair(a, b, 3)
-    out_dtype = _check_out(out, out_dtype, (batch, M, N), a.device)
+    out_dtype = _check_out(out, out_dtype, (batch, M, N), a.device, {"a": a, "b": b})
     if not (batch and M and N and K):
         return _empty("bmm", a, b, out, out_dtype, (batch, M, N))
     return _gemm("bmm", a, b, M, N, K, batch, out, out_dtype, backend, schedule)
@@ -611,8 +631,9 @@ def _bmm_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None):
 
 def _addmm_eager(bias, a, b, alpha=1.0, beta=1.0, out=None, out_dtype=None, backend="auto", schedule=None):
     M, N, K, _ = _check_pair(a, b, 2)
-    out_dtype = _check_out(out, out_dtype, (M, N), a.device)
+    out_dtype = _check_out(out, out_dtype, (M, N), a.device, {"a": a, "b": b})
     route = _bias_route(bias, M, N, a.device)
+    bias = _own_bias(bias, out)
     if not (M and N and K):
         result = _empty("addmm", a, b, out, out_dtype, (M, N))
         return result.add_(bias, alpha=beta) if K == 0 and result.numel() and beta != 0 else result
@@ -630,12 +651,14 @@ def _addmm_eager(bias, a, b, alpha=1.0, beta=1.0, out=None, out_dtype=None, back
 
 def _scaled_mm_eager(a, b, scale_a, scale_b, bias=None, out=None, out_dtype=None, backend="auto", schedule=None):
     M, N, K, _ = _check_pair(a, b, 2)
-    out_dtype = _check_out(out, out_dtype, (M, N), a.device)
+    out_dtype = _check_out(out, out_dtype, (M, N), a.device, {"a": a, "b": b, "scale_a": scale_a, "scale_b": scale_b})
     op = "blockscaled" if _scale_kind(scale_a, scale_b, M, N, K, a.device) else "scaled_mm"
     if bias is not None:
-        if _bias_route(bias, M, N, a.device) != "vector" or bias.dim() != 1:
+        _bias_route(bias, M, N, a.device)
+        if bias.shape != (N,):
             raise ValueError(f"bias: scaled_mm takes a 1-D [N] = [{N}] bias (the kernel epilogue), "
                              f"got shape {list(bias.shape)}")
+        bias = _own_bias(bias, out)
     if not (M and N and K):
         result = _empty(op, a, b, out, out_dtype, (M, N))
         return result.add_(bias) if K == 0 and result.numel() and bias is not None else result
@@ -713,7 +736,7 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
         launch = _REPEATS.get(key)
     except (AttributeError, TypeError):
         key = launch = None
-    if launch is not None:
+    if launch is not None and (out is None or not (_aliases(out, a) or _aliases(out, b))):
         return launch(a, b, out)
     return _matmul_eager(a, b, out, out_dtype, backend, schedule, key)
 
@@ -734,7 +757,8 @@ def addmm(bias, a, b, *, alpha=1, beta=1, out=None, out_dtype=None, backend="aut
     kernel's epilogue (beta != 1 costs one [N] multiply, bias · beta, per call); a one-element
     bias is expanded to [N] first; any other shape ([M, 1], [M, N]) is added after the kernel,
     in the output dtype (one extra pass over the output: out += beta · bias). beta = 0 ignores
-    bias (NaNs included), as torch does."""
+    bias (NaNs included), as torch does. out may be bias itself (torch.addmm(c, a, b, out=c)):
+    a bias that shares memory with out is copied first; out must not share memory with a or b."""
     if torch.compiler.is_compiling() or _needs_grad(bias, a, b):
         result = torch.ops.tlgemm.addmm.default(bias, a, b, float(alpha), float(beta), _op_dtype(out, out_dtype),
                                                 backend, _schedule_arg(schedule))
@@ -746,10 +770,14 @@ def scaled_mm(a, b, scale_a, scale_b, *, bias=None, out=None, out_dtype=None, ba
     """(a [M, K] @ b [K, N]) · scales + bias for 8-bit a, b (torch._scaled_mm); out_dtype default bfloat16.
 
     Scales (float32): per-tensor (one element each), per-row scale_a [M, 1] or [M] and/or
-    per-column scale_b [1, N] or [N]; or block-wise (DeepSeek-V3 style, fp8 inputs):
-    scale_a [M, ceil(K/128)] (1x128 groups of a) with scale_b [ceil(N/128), ceil(K/128)]
-    (128x128 blocks of the weight w = b.T [N, K], as tlgemm.quantize_fp8_blockwise(w, (128, 128))
-    returns them; torch._scaled_mm takes that transposed). bias: [N], float."""
+    per-column scale_b [1, N] or [N]; or block-wise (DeepSeek-V3 style, fp8 inputs, K a
+    multiple of 128, any M and N): scale_a [M, K/128] (1x128 groups of a) with scale_b
+    [ceil(N/128), K/128] (128x128 blocks of the weight w = b.T [N, K], as
+    tlgemm.quantize_fp8_blockwise(w, (128, 128)) returns them). A scale_b laid out for
+    torch._scaled_mm, [K/128, N/128], goes in as its .t(); where N and K have as many blocks
+    the two layouts have one shape, so passing it untransposed is not detected.
+    bias: [N], float. out (if given) must not share memory with a, b or the scales; a bias
+    that shares it is copied first."""
     if torch.compiler.is_compiling() or _needs_grad(a, b, scale_a, scale_b, bias):
         result = torch.ops.tlgemm.scaled_mm.default(a, b, scale_a, scale_b, bias, _op_dtype(out, out_dtype), backend,
                                                     _schedule_arg(schedule))

@@ -166,6 +166,33 @@ def test_addmm_routes_bias(fake_gpu, generator, kind, alpha, beta):
     assert (kwargs["scale_a"] is not None) == (alpha != 1)
 
 
+@pytest.mark.parametrize("kind", ["full", "row_of_out"])
+def test_addmm_into_its_own_bias(fake_gpu, generator, kind):
+    """torch.addmm(c, a, b, out=c): the bias is read as it was before the kernel wrote out."""
+    M, N, K = 48, 40, 64
+    a, b = _ab(M, N, K, dtype=torch.float32, generator=generator)
+    out = torch.randn(M, N, generator=generator)
+    bias = out if kind == "full" else out[3]
+    expected = torch.addmm(bias.double(), a.double(), b.double(), alpha=0.5, beta=2.0)
+    result = tlgemm.addmm(bias, a, b, alpha=0.5, beta=2.0, out=out)
+    assert result is out
+    assert_gemm_close(out, expected, torch.float32)
+
+
+def test_repeat_launch_is_not_taken_for_an_out_sharing_an_input(fake_gpu, monkeypatch, generator):
+    a, b = _ab(64, 64, 64, generator=generator)
+    monkeypatch.setattr(api, "_REPEATS", {api._repeat_key(a, b, a, None, "auto", None): lambda *args: pytest.fail()})
+    with pytest.raises(ValueError, match=r"out: shares memory with a"):
+        tlgemm.matmul(a, b, out=a)
+
+
+def test_scaled_mm_takes_a_one_element_bias_when_n_is_1(fake_gpu, generator):
+    a, b = _ab(16, 1, 64, dtype=E4M3, b_cols=True, generator=generator)
+    bias = torch.randn(1, dtype=torch.bfloat16, generator=generator)
+    out = tlgemm.scaled_mm(a, b, torch.ones(()), torch.ones(()), bias=bias)
+    assert_gemm_close(out, a.double() @ b.double() + bias.double(), torch.bfloat16)
+
+
 def test_addmm_ignores_nan_bias_when_beta_is_zero(fake_gpu, generator):
     a, b = _ab(16, 16, 32, generator=generator)
     out = tlgemm.addmm(torch.full((16,), float("nan")), a, b, beta=0)
@@ -189,11 +216,10 @@ def test_scaled_mm_per_tensor_row_column(fake_gpu, generator, scales, dtype):
     assert fake_gpu.tilelang.calls[-1][4]["scale_a"] is sa
 
 
-@pytest.mark.parametrize("K, backend", [(384, "tilelang"), (320, "triton")])
-def test_scaled_mm_block_wise_goes_to_the_block_scaled_kernel(fake_gpu, generator, K, backend):
-    """On Hopper "auto" takes TileLang's block-scaled kernel, Triton's when K is not a
-    multiple of 128 (TileLang's kernel takes whole scale blocks per K-step)."""
-    M, N, kb = 40, 256, -(-K // 128)
+def test_scaled_mm_block_wise_goes_to_the_block_scaled_kernel(fake_gpu, generator):
+    """On Hopper "auto" takes TileLang's block-scaled kernel."""
+    M, N, K, backend = 40, 256, 384, "tilelang"
+    kb = K // 128
     w = random_operand((N, K), E4M3, generator=generator)
     a = random_operand((M, K), E4M3, generator=generator)
     sa, sb = torch.rand(M, kb) + 0.5, torch.rand(N // 128, kb) + 0.5

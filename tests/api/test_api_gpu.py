@@ -103,6 +103,31 @@ def test_addmm(backend, kind, alpha, beta, generator):
     assert_gemm_close(out, ref, torch.bfloat16, what=f"addmm {backend} {kind}")
 
 
+@pytest.mark.parametrize("kind", ["full", "row_of_out"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_addmm_into_its_own_bias(backend, kind, generator):
+    """torch.addmm(c, a, b, out=c), and a bias that is a row of out (read by the epilogue while
+    the kernel writes out): the bias as it was before the call."""
+    _need(backend)
+    M, N, K = 77, 256, 512
+    a, b = _operands(M, N, K, torch.bfloat16, "nt", generator)
+    out = torch.randn(M, N, generator=generator).to(torch.bfloat16).cuda()
+    bias = out if kind == "full" else out[5]
+    ref = torch.addmm(bias.double(), a.double(), b.double(), alpha=0.5, beta=2.0)
+    assert tlgemm.addmm(bias, a, b, alpha=0.5, beta=2.0, out=out, backend=backend) is out
+    assert_gemm_close(out, ref, torch.bfloat16, what=f"addmm into its bias, {backend} {kind}")
+
+
+def test_repeat_call_with_an_out_sharing_an_input_is_refused(generator):
+    _need("tilelang")
+    a, b = _operands(128, 128, 128, torch.bfloat16, "nn", generator)
+    out = torch.empty(128, 128, dtype=torch.bfloat16, device="cuda")
+    tlgemm.matmul(a, b, out=out)
+    assert api._REPEATS and tlgemm.matmul(a, b, out=out) is out
+    with pytest.raises(ValueError, match=r"out: shares memory with a"):
+        tlgemm.matmul(a, b, out=a)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_bmm(backend, generator):
     _need(backend, "bmm")

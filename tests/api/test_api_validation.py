@@ -60,6 +60,8 @@ CASES = {
     "out_dtype_conflict": (tlgemm.matmul, _ab, {"out": torch.empty(8, 12), "out_dtype": torch.float16}, ValueError,
                            r"out: dtype torch\.float32 differs from out_dtype=torch\.float16"),
     "out_device": (tlgemm.matmul, _ab, {"out": _meta(8, 12)}, ValueError, r"out: on meta, but a is on cpu"),
+    "out_overlaps_itself": (tlgemm.matmul, _ab, {"out": torch.empty(1, 12, dtype=torch.bfloat16).expand(8, 12)},
+                            ValueError, r"out: strides \(0, 1\) make elements of shape \(8, 12\) overlap"),
     "a_int32_elements": (tlgemm.matmul, lambda: (_meta(2**16, 2**15), _meta(2**15, 4)), {}, ValueError,
                          r"a: holds 2147483648 elements; the kernels index in int32"),
     "out_int32_elements": (tlgemm.matmul, lambda: (_meta(2**16, 1), _meta(1, 2**15)), {}, ValueError,
@@ -113,6 +115,8 @@ SCALED_CASES = {
                 r"bias: scaled_mm takes a 1-D \[N\] = \[12\] bias"),
     "int8_block": (lambda M, N, K: (torch.ones(M, 3), torch.ones(2, 3)), {}, TypeError,
                    r"block-wise scales take fp8 inputs"),
+    "block_ragged_k": (lambda M, N, K: (torch.ones(M, 3), torch.ones(2, 3)), {}, ValueError,
+                       r"a, b: block-wise scales need K a multiple of 128 .*got K = 320"),
 }
 
 
@@ -125,11 +129,33 @@ def test_scaled_mm_scale_rules(case):
     elif case == "int8_block":
         a, b = _ab(8, 256, 384, dtype=torch.int8)
         scales = make(8, 256, 384)
+    elif case == "block_ragged_k":
+        a, b = _fp8(8, 256, 320)
+        scales = make(8, 256, 320)
     else:
         a, b = _fp8()
         scales = make(8, 12, 16)
     with pytest.raises(error, match=message):
         tlgemm.scaled_mm(a, b, *scales, **kwargs)
+
+
+def test_out_sharing_memory_with_an_input_is_named():
+    """The kernel writes out while it reads the inputs: an out that shares their memory is an
+    error naming the input (torch.mm would return garbage)."""
+    buf = torch.randn(8, 24, dtype=torch.bfloat16)
+    a, b = buf[:, :16], torch.randn(16, 8, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"out: shares memory with a, which the kernel reads while it writes out"):
+        tlgemm.matmul(a, b, out=buf[:, 16:])  # interleaved rows of one buffer count as sharing
+    square = torch.randn(8, 8, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"out: shares memory with b"):
+        tlgemm.addmm(torch.ones(8), torch.randn(8, 8, dtype=torch.bfloat16), square, out=square)
+    x = torch.randn(2, 8, 8, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"out: shares memory with a"):
+        tlgemm.bmm(x, torch.randn(2, 8, 8, dtype=torch.bfloat16), out=x)
+    a8, b8 = _fp8(8, 4, 16)
+    scales = torch.ones(8, 4)
+    with pytest.raises(ValueError, match=r"out: shares memory with scale_a"):
+        tlgemm.scaled_mm(a8, b8, scales[:, :1], torch.ones(1), out=scales, out_dtype=torch.float32)
 
 
 def test_fp8_pairs_may_mix():

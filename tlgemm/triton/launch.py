@@ -47,8 +47,8 @@ from triton.runtime.errors import OutOfResources
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import (SCALE_BLOCK, blockscaled_problem, by_signature, cuda_limits, output_dtype, padded,
-                             padded_copy, stream_workspace, vector)
+from tlgemm._checks import (SCALE_BLOCK, blockscaled_problem, by_signature, check_no_overlap, cuda_limits, output_dtype,
+                             padded, padded_copy, stream_workspace, vector)
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, persistent_programs, resolve_num_sms
 
 from .kernels import (
@@ -150,16 +150,6 @@ def _check_device(device, named, first="a"):
         raise ValueError(f"{first}: on {device}; the Triton kernels need CUDA tensors (CPU only under TRITON_INTERPRET=1)")
 
 
-def _check_no_overlap(name, t):
-    """Non-overlap: ordered by stride, each axis of size > 1 has a stride of at least one
-    past the last element reached by the smaller-stride axes."""
-    span = 0
-    for size, stride in sorted((d for d in zip(t.shape, t.stride()) if d[0] > 1), key=lambda d: d[1]):
-        if stride <= span:
-            raise ValueError(f"{name}: strides {t.stride()} make elements of shape {tuple(t.shape)} overlap")
-        span += (size - 1) * stride
-
-
 def _vector(name, v, lengths, dtypes, device, first="a"):
     """(flat tensor, stride) of a scale/bias vector; stride 0 for a single value."""
     flat = vector(name, v, lengths, dtypes, device, first)
@@ -186,7 +176,7 @@ def _check_out(out, shape, out_dtype, ndim):
     _check_tensor("out", out, ndim)
     if tuple(out.shape) != shape:
         raise ValueError(f"out: expected shape {shape}, got {tuple(out.shape)}")
-    _check_no_overlap("out", out)
+    check_no_overlap("out", out)
     if out_dtype is not None and out.dtype != out_dtype:
         raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
 
