@@ -58,6 +58,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import numbers
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, replace
@@ -431,12 +432,16 @@ def _check_schedule(schedule) -> None:
         raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule or None, got {type(schedule).__name__}")
 
 
+def _check_backend(backend) -> None:
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend: expected 'auto', 'tilelang' or 'triton', got {backend!r}")
+
+
 def _make_plan(op, M, N, K, a_dtype, b_dtype, out_dtype, device, backend, schedule, tf32, target=None, info=None,
                use_cache=True):
     """Resolve backend, schedule and kernel (validating dtypes and the device); M = B·M for bmm."""
     info = {} if info is None else info
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend: expected 'auto', 'tilelang' or 'triton', got {backend!r}")
+    _check_backend(backend)
     out_dtype = _result_dtype(op, a_dtype, b_dtype, out_dtype)
     _check_schedule(schedule)
     target = target or _target_of(device)
@@ -590,8 +595,11 @@ def _first_launch(plan: _Plan, a, b, out, scale_a, scale_b, bias) -> _Plan:
                      f"first: {rejected[0]}")
 
 
-def _empty(op, a, b, out, out_dtype, shape):
-    """The result of a problem with M, N, K or the batch 0: zeros (no launch)."""
+def _empty(op, a, b, out, out_dtype, shape, backend, schedule):
+    """The result of a problem with M, N, K or the batch 0: zeros (no launch), after the
+    checks a launch would make of the dtypes, the backend and the schedule."""
+    _check_backend(backend)
+    _check_schedule(schedule)
     dtype = _result_dtype(op, a.dtype, b.dtype, out_dtype)
     return torch.zeros(shape, dtype=dtype, device=a.device) if out is None else out.zero_()
 
@@ -617,7 +625,7 @@ def _matmul_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None,
     M, N, K, _ = _check_pair(a, b, 2)
     out_dtype = _check_out(out, out_dtype, (M, N), a.device, {"a": a, "b": b})
     if not (M and N and K):
-        return _empty("matmul", a, b, out, out_dtype, (M, N))
+        return _empty("matmul", a, b, out, out_dtype, (M, N), backend, schedule)
     return _gemm("matmul", a, b, M, N, K, 1, out, out_dtype, backend, schedule, repeat_key=repeat_key)
 
 
@@ -625,7 +633,7 @@ def _bmm_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None):
     M, N, K, batch = _check_pair(a, b, 3)
     out_dtype = _check_out(out, out_dtype, (batch, M, N), a.device, {"a": a, "b": b})
     if not (batch and M and N and K):
-        return _empty("bmm", a, b, out, out_dtype, (batch, M, N))
+        return _empty("bmm", a, b, out, out_dtype, (batch, M, N), backend, schedule)
     return _gemm("bmm", a, b, M, N, K, batch, out, out_dtype, backend, schedule)
 
 
@@ -635,7 +643,7 @@ def _addmm_eager(bias, a, b, alpha=1.0, beta=1.0, out=None, out_dtype=None, back
     route = _bias_route(bias, M, N, a.device)
     bias = _own_bias(bias, out)
     if not (M and N and K):
-        result = _empty("addmm", a, b, out, out_dtype, (M, N))
+        result = _empty("addmm", a, b, out, out_dtype, (M, N), backend, schedule)
         return result.add_(bias, alpha=beta) if K == 0 and result.numel() and beta != 0 else result
     scale_a = None if alpha == 1 else _scalar(float(alpha), a.device)
     kernel_bias = after = None
@@ -660,7 +668,7 @@ def _scaled_mm_eager(a, b, scale_a, scale_b, bias=None, out=None, out_dtype=None
                              f"got shape {list(bias.shape)}")
         bias = _own_bias(bias, out)
     if not (M and N and K):
-        result = _empty(op, a, b, out, out_dtype, (M, N))
+        result = _empty(op, a, b, out, out_dtype, (M, N), backend, schedule)
         return result.add_(bias) if K == 0 and result.numel() and bias is not None else result
     return _gemm(op, a, b, M, N, K, 1, out, out_dtype, backend, schedule,
                  scale_a=scale_a, scale_b=scale_b, bias=bias)
@@ -759,6 +767,9 @@ def addmm(bias, a, b, *, alpha=1, beta=1, out=None, out_dtype=None, backend="aut
     in the output dtype (one extra pass over the output: out += beta · bias). beta = 0 ignores
     bias (NaNs included), as torch does. out may be bias itself (torch.addmm(c, a, b, out=c)):
     a bias that shares memory with out is copied first; out must not share memory with a or b."""
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if not isinstance(value, numbers.Real):
+            raise TypeError(f"{name}: expected a real number, got {type(value).__name__}")
     if torch.compiler.is_compiling() or _needs_grad(bias, a, b):
         result = torch.ops.tlgemm.addmm.default(bias, a, b, float(alpha), float(beta), _op_dtype(out, out_dtype),
                                                 backend, _schedule_arg(schedule))

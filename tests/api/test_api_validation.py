@@ -226,6 +226,21 @@ def test_empty_still_checks_dtypes():
         tlgemm.matmul(torch.randn(0, 3, dtype=torch.float64), torch.randn(3, 2, dtype=torch.float64))
 
 
+def test_empty_still_checks_backend_and_schedule():
+    a, b = torch.randn(0, 128, dtype=torch.bfloat16), torch.randn(128, 4, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"backend: expected 'auto', 'tilelang' or 'triton', got 'cuBLAS'"):
+        tlgemm.matmul(a, b, backend="cuBLAS")
+    with pytest.raises(TypeError, match=r"schedule: expected a tlgemm\.schedules\.Schedule or None, got str"):
+        tlgemm.bmm(a[None], b[None], schedule="fast")
+
+
+@pytest.mark.parametrize("name, value, kind", [("alpha", "2", "str"), ("beta", 1j, "complex"), ("alpha", None, "NoneType")])
+def test_addmm_alpha_beta_are_real_numbers(name, value, kind):
+    a, b = _ab()
+    with pytest.raises(TypeError, match=rf"{name}: expected a real number, got {kind}"):
+        tlgemm.addmm(torch.ones(12), a, b, **{name: value})
+
+
 # ---- the Triton copy rule -----------------------------------------------------------------
 
 
