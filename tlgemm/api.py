@@ -220,6 +220,13 @@ def _aliases(out, t) -> bool:
     return isinstance(t, torch.Tensor) and may_share_memory(out, t)
 
 
+def _check_scaled_mm_bias(bias, M: int, N: int, device: torch.device) -> None:
+    """scaled_mm's bias: a float [N] vector (the kernel's epilogue adds it)."""
+    _bias_route(bias, M, N, device)
+    if bias.shape != (N,):
+        raise ValueError(f"bias: scaled_mm takes a 1-D [N] = [{N}] bias (the kernel epilogue), got shape {list(bias.shape)}")
+
+
 def _own_bias(bias, out):
     """``bias``, copied where it shares memory with ``out``: the kernel writes out before
     (an [M, N] bias, added after it) or while (the epilogue's [N] bias) it reads bias, and
@@ -662,10 +669,7 @@ def _scaled_mm_eager(a, b, scale_a, scale_b, bias=None, out=None, out_dtype=None
     out_dtype = _check_out(out, out_dtype, (M, N), a.device, {"a": a, "b": b, "scale_a": scale_a, "scale_b": scale_b})
     op = "blockscaled" if _scale_kind(scale_a, scale_b, M, N, K, a.device) else "scaled_mm"
     if bias is not None:
-        _bias_route(bias, M, N, a.device)
-        if bias.shape != (N,):
-            raise ValueError(f"bias: scaled_mm takes a 1-D [N] = [{N}] bias (the kernel epilogue), "
-                             f"got shape {list(bias.shape)}")
+        _check_scaled_mm_bias(bias, M, N, a.device)
         bias = _own_bias(bias, out)
     if not (M and N and K):
         result = _empty(op, a, b, out, out_dtype, (M, N), backend, schedule)

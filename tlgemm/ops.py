@@ -75,6 +75,8 @@ def _addmm_fake(bias, a, b, alpha=1.0, beta=1.0, out_dtype=None, backend="auto",
 def _scaled_mm_fake(a, b, scale_a, scale_b, bias=None, out_dtype=None, backend="auto", schedule=None):
     M, N, K, _ = api._check_pair(a, b, 2)
     op = "blockscaled" if api._scale_kind(scale_a, scale_b, M, N, K, a.device) else "scaled_mm"
+    if bias is not None:
+        api._check_scaled_mm_bias(bias, M, N, a.device)
     return a.new_empty((M, N), dtype=api._result_dtype(op, a.dtype, b.dtype, out_dtype))
 
 

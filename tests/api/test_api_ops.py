@@ -66,6 +66,8 @@ def test_fake_implementation_under_fake_tensor_mode():
             torch.ops.tlgemm.matmul(a, a)
         with pytest.raises(TypeError, match=r"a: addmm takes float32, float16 or bfloat16 inputs"):
             torch.ops.tlgemm.addmm(torch.empty(24), a.to(E4M3), b.to(E4M3))
+        with pytest.raises(ValueError, match=r"bias: scaled_mm takes a 1-D \[N\] = \[24\] bias"):
+            torch.ops.tlgemm.scaled_mm(a.to(E4M3), b.to(E4M3), torch.ones(1), torch.ones(1), torch.empty(9, 24))
 
 
 class MLP(torch.nn.Module):
