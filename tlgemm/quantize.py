@@ -52,8 +52,8 @@ def quantize_fp8_blockwise(x: torch.Tensor, block=(1, 128), dtype: torch.dtype =
     x: [..., rows, cols] fp32/fp16/bf16/fp64 (leading dimensions are batch dimensions). x is
     expected finite and, for fp64, within float32's range (the scales are float32):
     checking would synchronise a CUDA device, so inf, NaN and fp64 values beyond float32 are
-    not detected and give non-finite results in their block. block: (rows, cols) of one scale block; edge blocks may be
-    partial. dtype: float8_e4m3fn or float8_e5m2.
+    not detected and give non-finite results in their block. block: (rows, cols) of one
+    scale block; edge blocks may be partial. dtype: float8_e4m3fn or float8_e5m2.
     Returns x_fp8 of x's shape and ``dtype``, and float32 scales [..., ⌈rows/br⌉, ⌈cols/bc⌉]
     with scale = amax(|block|) / max(dtype). A block whose scale would be 0 (all zeros, or an
     amax so small that amax / max(dtype) underflows float32) gets scale 1 instead: its values
