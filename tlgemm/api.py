@@ -224,7 +224,8 @@ def _check_scaled_mm_bias(bias, M: int, N: int, device: torch.device) -> None:
     """scaled_mm's bias: a float [N] vector (the kernel's epilogue adds it)."""
     _bias_route(bias, M, N, device)
     if bias.shape != (N,):
-        raise ValueError(f"bias: scaled_mm takes a 1-D [N] = [{N}] bias (the kernel epilogue), got shape {list(bias.shape)}")
+        raise ValueError(f"bias: scaled_mm takes a 1-D [N] = [{N}] bias (the kernel epilogue), "
+                         f"got shape {list(bias.shape)}")
 
 
 def _own_bias(bias, out):
