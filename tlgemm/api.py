@@ -193,10 +193,11 @@ def _check_pair(a, b, ndim: int) -> tuple[int, int, int, int]:
     return M, N, K, batch
 
 
-def _check_out(out, out_dtype, shape: tuple[int, ...], device: torch.device, reads: dict):
-    """The effective out_dtype argument: out.dtype when out is given (after checking it: no
-    two of its elements one memory location, and no memory shared with the tensors the kernel
-    ``reads``, by name, while it writes out)."""
+def _check_out(op: str, out, out_dtype, shape: tuple[int, ...], reads: dict):
+    """The effective out_dtype argument: out.dtype when out is given (after checking it: a
+    dtype ``op`` can write for reads["a"] and reads["b"], their device, no two of its elements
+    one memory location, and no memory shared with the tensors the kernel ``reads``, by name,
+    while it writes out)."""
     if out is None:
         return out_dtype
     if not isinstance(out, torch.Tensor):
@@ -205,8 +206,10 @@ def _check_out(out, out_dtype, shape: tuple[int, ...], device: torch.device, rea
         raise ValueError(f"out: expected shape {list(shape)}, got {list(out.shape)}")
     if out_dtype is not None and out.dtype != out_dtype:
         raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
-    if out.device != device:
-        raise ValueError(f"out: on {out.device}, but a is on {device}; all tensors must be on one device")
+    a, b = reads["a"], reads["b"]
+    _result_dtype(op, a.dtype, b.dtype, out.dtype, source="out")
+    if out.device != a.device:
+        raise ValueError(f"out: on {out.device}, but a is on {a.device}; all tensors must be on one device")
     check_no_overlap("out", out)
     for name, t in reads.items():
         if _aliases(out, t):
@@ -235,8 +238,9 @@ def _own_bias(bias, out):
     return bias.clone() if out is not None and _aliases(out, bias) else bias
 
 
-def _result_dtype(op: str, a_dtype: torch.dtype, b_dtype: torch.dtype, out_dtype) -> torch.dtype:
-    """The output dtype of ``op`` for these inputs (the dtype rules of the module docstring)."""
+def _result_dtype(op: str, a_dtype: torch.dtype, b_dtype: torch.dtype, out_dtype, source="out_dtype") -> torch.dtype:
+    """The output dtype of ``op`` for these inputs (the dtype rules of the module docstring);
+    ``source``: the argument an unsupported out_dtype came from ("out" for out's dtype)."""
     allowed_inputs = ", ".join(map(_name, _INPUTS))
     for name, dtype in (("a", a_dtype), ("b", b_dtype)):
         if dtype not in _INPUTS:
@@ -262,7 +266,7 @@ def _result_dtype(op: str, a_dtype: torch.dtype, b_dtype: torch.dtype, out_dtype
         raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
     allowed = _FLOAT + ((torch.int32,) if default == torch.int32 else ())
     if out_dtype not in allowed:
-        raise TypeError(f"out_dtype: for {_name(a_dtype)} inputs ({_PUBLIC[op]}) one of "
+        raise TypeError(f"{source}: for {_name(a_dtype)} inputs ({_PUBLIC[op]}) one of "
                         f"{', '.join(map(_name, allowed))}, got {_name(out_dtype)}")
     return out_dtype
 
@@ -631,7 +635,7 @@ def _scalar(value: float, device: torch.device) -> torch.Tensor:
 
 def _matmul_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None, repeat_key=None):
     M, N, K, _ = _check_pair(a, b, 2)
-    out_dtype = _check_out(out, out_dtype, (M, N), a.device, {"a": a, "b": b})
+    out_dtype = _check_out("matmul", out, out_dtype, (M, N), {"a": a, "b": b})
     if not (M and N and K):
         return _empty("matmul", a, b, out, out_dtype, (M, N), backend, schedule)
     return _gemm("matmul", a, b, M, N, K, 1, out, out_dtype, backend, schedule, repeat_key=repeat_key)
@@ -639,7 +643,7 @@ def _matmul_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None,
 
 def _bmm_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None):
     M, N, K, batch = _check_pair(a, b, 3)
-    out_dtype = _check_out(out, out_dtype, (batch, M, N), a.device, {"a": a, "b": b})
+    out_dtype = _check_out("bmm", out, out_dtype, (batch, M, N), {"a": a, "b": b})
     if not (batch and M and N and K):
         return _empty("bmm", a, b, out, out_dtype, (batch, M, N), backend, schedule)
     return _gemm("bmm", a, b, M, N, K, batch, out, out_dtype, backend, schedule)
@@ -647,7 +651,7 @@ def _bmm_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None):
 
 def _addmm_eager(bias, a, b, alpha=1.0, beta=1.0, out=None, out_dtype=None, backend="auto", schedule=None):
     M, N, K, _ = _check_pair(a, b, 2)
-    out_dtype = _check_out(out, out_dtype, (M, N), a.device, {"a": a, "b": b})
+    out_dtype = _check_out("addmm", out, out_dtype, (M, N), {"a": a, "b": b})
     route = _bias_route(bias, M, N, a.device)
     bias = _own_bias(bias, out)
     if not (M and N and K):
@@ -667,8 +671,8 @@ def _addmm_eager(bias, a, b, alpha=1.0, beta=1.0, out=None, out_dtype=None, back
 
 def _scaled_mm_eager(a, b, scale_a, scale_b, bias=None, out=None, out_dtype=None, backend="auto", schedule=None):
     M, N, K, _ = _check_pair(a, b, 2)
-    out_dtype = _check_out(out, out_dtype, (M, N), a.device, {"a": a, "b": b, "scale_a": scale_a, "scale_b": scale_b})
     op = "blockscaled" if _scale_kind(scale_a, scale_b, M, N, K, a.device) else "scaled_mm"
+    out_dtype = _check_out(op, out, out_dtype, (M, N), {"a": a, "b": b, "scale_a": scale_a, "scale_b": scale_b})
     if bias is not None:
         _check_scaled_mm_bias(bias, M, N, a.device)
         bias = _own_bias(bias, out)

@@ -60,6 +60,8 @@ CASES = {
     "out_dtype_conflict": (tlgemm.matmul, _ab, {"out": torch.empty(8, 12), "out_dtype": torch.float16}, ValueError,
                            r"out: dtype torch\.float32 differs from out_dtype=torch\.float16"),
     "out_device": (tlgemm.matmul, _ab, {"out": _meta(8, 12)}, ValueError, r"out: on meta, but a is on cpu"),
+    "out_int32": (tlgemm.matmul, _ab, {"out": torch.empty(8, 12, dtype=torch.int32)}, TypeError,
+                  r"out: for bfloat16 inputs \(matmul\) one of float32, float16, bfloat16, got int32"),
     "out_overlaps_itself": (tlgemm.matmul, _ab, {"out": torch.empty(1, 12, dtype=torch.bfloat16).expand(8, 12)},
                             ValueError, r"out: strides \(0, 1\) make elements of shape \(8, 12\) overlap"),
     "a_int32_elements": (tlgemm.matmul, lambda: (_meta(2**16, 2**15), _meta(2**15, 4)), {}, ValueError,
