@@ -168,8 +168,9 @@ def _check_schedule(schedule):
         raise ValueError(f"schedule: cluster_m={schedule.cluster_m} (TMA multicast within a thread-block cluster) is "
                          "a TileLang-backend schedule; the Triton backend launches no clusters")
     if not schedule.has_pow2_block_n:
-        raise ValueError(f"schedule: block_n={schedule.block_n} is not a power of two, which tl.arange needs "
-                         "(only the TileLang block-scaled kernel takes other multiples of 16)")
+        raise ValueError(f"schedule: block_n={schedule.block_n} is not a power of two, which tl.arange needs (other "
+                         "multiples of 16 run on the TileLang backend: its block-scaled kernel, and its matmul with B "
+                         "K-major)")
 
 
 def _check_out(out, shape, out_dtype, ndim):
