@@ -172,6 +172,13 @@ def main(argv=None) -> int:
     if args.emit == "cuda":
         print(cuda_source(args.m, args.n, args.k, args.dtype))
         return 0
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        found = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA device"
+        print(f"gemm_bias_silu: running the kernel needs an sm_90 GPU (H100/H200), found {found}; "
+              "--emit cuda prints its source without one", file=sys.stderr)
+        return 2
     try:
         r = check(args.m, args.n, args.k, args.dtype, bench=True)
     except AssertionError as e:

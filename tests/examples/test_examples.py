@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("tilelang")
 
@@ -62,6 +63,12 @@ def test_gemm_bias_silu_rejects_ragged_shapes(gemm_bias_silu):
             gemm_bias_silu.gemm_bias_silu(*args)
     with pytest.raises(ValueError, match="dtype"):
         gemm_bias_silu.gemm_bias_silu(256, 512, 256, "e4m3")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
+def test_gemm_bias_silu_cli_without_a_gpu_says_so(gemm_bias_silu, capsys):
+    assert gemm_bias_silu.main(["--m", "128", "--n", "256", "--k", "64"]) == 2
+    assert "needs an sm_90 GPU (H100/H200), found no CUDA device; --emit cuda" in capsys.readouterr().err
 
 
 def test_gemm_bias_silu_emit_cuda_cli(gemm_bias_silu, capsys):
