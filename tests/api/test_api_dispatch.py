@@ -166,13 +166,14 @@ def test_addmm_routes_bias(fake_gpu, generator, kind, alpha, beta):
     assert (kwargs["scale_a"] is not None) == (alpha != 1)
 
 
-@pytest.mark.parametrize("kind", ["full", "row_of_out"])
-def test_addmm_into_its_own_bias(fake_gpu, generator, kind):
-    """torch.addmm(c, a, b, out=c): the bias is read as it was before the kernel wrote out."""
+def test_addmm_into_its_own_bias(fake_gpu, generator):
+    """torch.addmm(c, a, b, out=c): the bias is read as it was before the kernel wrote out. (A
+    bias that is a row of out is read by the real kernels' epilogue while they write out:
+    test_api_gpu.py; the fake kernel here reads all of its inputs first.)"""
     M, N, K = 48, 40, 64
     a, b = _ab(M, N, K, dtype=torch.float32, generator=generator)
     out = torch.randn(M, N, generator=generator)
-    bias = out if kind == "full" else out[3]
+    bias = out
     expected = torch.addmm(bias.double(), a.double(), b.double(), alpha=0.5, beta=2.0)
     result = tlgemm.addmm(bias, a, b, alpha=0.5, beta=2.0, out=out)
     assert result is out

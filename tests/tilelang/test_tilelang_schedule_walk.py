@@ -70,7 +70,7 @@ def test_one_wave_is_one_tile_per_program(M, N, block_m, block_n, group, raster,
 def test_one_wave_needs_the_persistent_grid():
     """Without ``persistent_sms`` (Stream-K's, split-K's or a batched grid) there is no one-wave walk."""
     s = Schedule(block_m=64, block_n=64, block_k=128).persistent()
-    assert _context(64, 640, 256, s, 0, 10, None).one_wave() is None
+    assert _context(64, 640, 256, s, 0, 10, None).one_wave() is False
     assert bool(_value(_context(64, 640, 256, s, 0, 10, 132).one_wave()))
 
 

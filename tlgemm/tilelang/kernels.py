@@ -157,8 +157,7 @@ def _walk_tiles(ctx: GemmContext, sched: ScheduleContext, batch, tensorC, produc
     total = None if batch is None else sched.batched_total_tiles(batch)
     start, _, step = sched.persistent_tile_range(total)
     batched = batch is not None
-    one_wave = None if batched else sched.one_wave()
-    one_wave = False if one_wave is None else one_wave  # a Python False leaves only the general walk
+    one_wave = sched.one_wave()  # a Python False (a batched grid) leaves only the general walk
 
     @T.macro
     def _count(n):
@@ -456,18 +455,13 @@ def schedule_trace_kernel(schedule: Schedule, num_sms: int, max_items: int):
             full = sched.full_tiles if streamk else sched.total_tiles
             start, _, step = sched.persistent_tile_range(full)
             if T.get_thread_binding() == 0:
-                if streamk:
+                if sched.one_wave():  # the walks of ``_walk_tiles``
+                    record(Trace, pid, n, sched.plain_raster_tile(sched.pid), 0, iters)
+                    n += 1
+                else:
                     for t in T.serial(sched.num_local_tiles(full)):
                         record(Trace, pid, n, sched.get_tile_from_idx(start + t * step), 0, iters)
                         n += 1
-                else:  # the walk of ``_walk_tiles``
-                    if sched.one_wave():
-                        record(Trace, pid, n, sched.plain_raster_tile(sched.pid), 0, iters)
-                        n += 1
-                    else:
-                        for t in T.serial(sched.num_local_tiles(full)):
-                            record(Trace, pid, n, sched.get_tile_from_idx(start + t * step), 0, iters)
-                            n += 1
                 if streamk:
                     begin, end = sched.iter_range()
                     g = T.alloc_var("int32", init=begin)
