@@ -124,7 +124,9 @@ class InputView:
         the same slot of both CTAs (TMA multicast, PTX ISA 9.7.9.25) and rank 1 copies
         nothing; each CTA still expects the tile's bytes on its own ``barrier``. (tilelang
         0.1.15's ``tma_copy`` has the lowest rank of ``cluster_mask`` issue a multicast, so
-        the two CTAs cannot each issue half of the tile to both, as CUTLASS does, through it.)"""
+        the two CTAs cannot each issue half of the tile to both, as CUTLASS does, through it; a
+        probe that split it by rewriting the CUDA measured no difference on the H100,
+        benchmarks/results/blockscaled_small_m.md.)"""
         buf, k_major = self.buffer, self.major is Major.K
 
         def region(rows, cols):
