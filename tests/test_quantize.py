@@ -82,6 +82,26 @@ def test_zero_and_tiny_blocks_get_finite_positive_scales():
     assert torch.equal(q[0].float(), torch.zeros(256))
 
 
+def test_blocks_larger_than_the_tensor_are_one_block_along_it(generator):
+    """A block beyond a dimension covers all of it, at the tensor's cost: a block of 2**40
+    columns would need terabytes if it were padded to whole blocks."""
+    x = _random((2, 5, 7), generator)
+    for block, whole in (((2**40, 2**40), (5, 7)), ((3, 2**40), (3, 7)), ((2**40, 4), (5, 4))):
+        q, scales = quantize_fp8_blockwise(x, block)
+        qw, sw = quantize_fp8_blockwise(x, whole)
+        assert scales.shape == sw.shape and torch.equal(scales, sw)
+        assert torch.equal(q.view(torch.uint8), qw.view(torch.uint8))
+        assert torch.equal(dequantize_fp8_blockwise(q, scales, block), dequantize_fp8_blockwise(qw, sw, whole))
+
+
+def test_empty_tensors():
+    for shape, block, scale_shape in (((0, 256), (1, 128), (0, 2)), ((4, 0), (1, 128), (4, 0)),
+                                      ((0, 0), (128, 128), (0, 0))):
+        q, scales = quantize_fp8_blockwise(torch.empty(shape), block)
+        assert q.shape == shape and scales.shape == scale_shape
+        assert dequantize_fp8_blockwise(q, scales, block).shape == shape
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64], ids=str)
 def test_input_dtypes(generator, dtype):
     x = _random((64, 384), generator, dtype)

@@ -48,12 +48,13 @@ def _describe_operand(name: str, tile_mn: int, tile_k: int, dtype: str, major: s
 
 
 def cmd_layout(args) -> int:
-    """Print operand layouts, swizzles and descriptors of one WGMMA tile."""
+    """Print operand layouts, swizzles and descriptors of one WGMMA tile (nothing where the
+    tile is invalid: the error alone)."""
+    lines = (_describe_operand("A", args.block_m, args.block_k, args.dtype, args.a_major)
+             + _describe_operand("B", args.block_n, args.block_k, args.dtype, args.b_major))
     print(f"tile {args.block_m}x{args.block_n}x{args.block_k} {args.dtype} "
           f"(A {args.a_major}-major, B {args.b_major}-major); descriptors at shared address 0")
-    for line in _describe_operand("A", args.block_m, args.block_k, args.dtype, args.a_major):
-        print(line)
-    for line in _describe_operand("B", args.block_n, args.block_k, args.dtype, args.b_major):
+    for line in lines:
         print(line)
     return 0
 

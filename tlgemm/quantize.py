@@ -31,6 +31,13 @@ def _check_block(block) -> tuple[int, int]:
     return int(block[0]), int(block[1])
 
 
+def _within(br: int, bc: int, rows: int, cols: int) -> tuple[int, int]:
+    """The block clipped to the tensor: a block at least as large as a dimension is one
+    block along it whatever its size, so padding and expansion never exceed x's extent
+    (a block of 2**40 columns on a 100-column tensor allocates as one of 100)."""
+    return max(1, min(br, rows)), max(1, min(bc, cols))
+
+
 def _blocks(x: torch.Tensor, br: int, bc: int) -> torch.Tensor:
     """x [..., R, C] zero-padded to whole blocks and viewed as [..., R/br, br, C/bc, bc]."""
     *lead, rows, cols = x.shape
@@ -53,7 +60,8 @@ def quantize_fp8_blockwise(x: torch.Tensor, block=(1, 128), dtype: torch.dtype =
     expected finite and, for fp64, within float32's range (the scales are float32):
     checking would synchronise a CUDA device, so inf, NaN and fp64 values beyond float32 are
     not detected and give non-finite results in their block. block: (rows, cols) of one
-    scale block; edge blocks may be partial. dtype: float8_e4m3fn or float8_e5m2.
+    scale block; edge blocks may be partial, and a block larger than a dimension is one block
+    along all of it. dtype: float8_e4m3fn or float8_e5m2.
     Returns x_fp8 of x's shape and ``dtype``, and float32 scales [..., ⌈rows/br⌉, ⌈cols/bc⌉]
     with scale = amax(|block|) / max(dtype). A block whose scale would be 0 (all zeros, or an
     amax so small that amax / max(dtype) underflows float32) gets scale 1 instead: its values
@@ -67,8 +75,8 @@ def quantize_fp8_blockwise(x: torch.Tensor, block=(1, 128), dtype: torch.dtype =
         raise ValueError(f"x: expected at least 2 dimensions [..., rows, cols], got shape {tuple(x.shape)}")
     if dtype not in FP8_DTYPES:
         raise TypeError(f"dtype: must be one of {[str(d) for d in FP8_DTYPES]}, got {dtype}")
-    br, bc = _check_block(block)
     rows, cols = x.shape[-2:]
+    br, bc = _within(*_check_block(block), rows, cols)
     fp8_max = torch.finfo(dtype).max
     amax = _blocks(x.to(torch.float32), br, bc).abs().amax(dim=(-3, -1))
     # A tensor divisor: CUDA divides by a Python scalar as a multiplication by its reciprocal,
@@ -99,4 +107,4 @@ def dequantize_fp8_blockwise(x_fp8: torch.Tensor, scales: torch.Tensor, block=(1
                          f"got {tuple(scales.shape)}")
     if scales.device != x_fp8.device:
         raise ValueError(f"scales: on {scales.device}, but x_fp8 is on {x_fp8.device}")
-    return x_fp8.to(torch.float32) * _expand(scales.to(torch.float32), br, bc, rows, cols)
+    return x_fp8.to(torch.float32) * _expand(scales.to(torch.float32), *_within(br, bc, rows, cols), rows, cols)

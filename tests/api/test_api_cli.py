@@ -124,6 +124,13 @@ def test_layout_is_kept(capsys):
     assert "k0=96" in capsys.readouterr().out
 
 
+def test_layout_of_an_invalid_tile_prints_the_error_alone(capsys):
+    assert cli.main(["layout", "--dtype", "e4m3", "--block-k", "48"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "tile_k: 48 is not a positive multiple of the instruction K (32 for e4m3)" in err
+
+
 @pytest.fixture
 def fake_run(fake_gpu, monkeypatch):
     """`tlgemm run` / `tlgemm autotune` on the fake GPU with CPU tensors and a fixed timer."""
