@@ -337,3 +337,111 @@ def test_opcheck(op, generator):
     utils = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
     kwargs = {"test_utils": utils} if op == "scaled_mm" else {}
     torch.library.opcheck(getattr(torch.ops.tlgemm, op).default, args, **kwargs)
+
+
+
+def _streamk(backend):
+    """The backends' own Stream-K test schedules (a workspace per stream, flags the kernel resets)."""
+    from tlgemm.schedules import Schedule
+
+    if backend == "tilelang":
+        return Schedule(block_m=128, block_n=128, block_k=64, num_stages=4).persistent().streamk(40)
+    return Schedule(block_m=128, block_n=128, block_k=64, num_stages=3).streamk(48).persistent()
+
+
+def _poison(t: torch.Tensor) -> None:
+    """NaN in place (e4m3's NaN byte for fp8 tensors)."""
+    if t.dtype == E4M3:
+        t.view(torch.uint8).fill_(0x7F)
+    else:
+        t.fill_(float("nan"))
+
+
+def _calls(backend, generator):
+    """One call of each entry point as (name, make, call, reference, dtype): make() draws fresh
+    inputs (a dict whose "out" is the output buffer), call(**inputs) runs it on them, and
+    reference(**inputs) is its float64 result."""
+    quantize = importlib.import_module("tlgemm.quantize")
+    M, N, K = 1024, 768, 512
+
+    def dense():
+        a, b = _operands(M, N, K, torch.bfloat16, "nt", generator)
+        return dict(a=a, b=b, out=poisoned((M, N), torch.bfloat16, "cuda"))
+
+    def with_bias():
+        return dict(dense(), c=random_operand((N,), torch.bfloat16, generator=generator, device="cuda"))
+
+    def block_scaled():
+        xq, xs = quantize.quantize_fp8_blockwise(torch.randn(M, K, generator=generator).cuda(), (1, 128))
+        wq, ws = quantize.quantize_fp8_blockwise(torch.randn(N, K, generator=generator).cuda(), (128, 128))
+        return dict(xq=xq, wq=wq, xs=xs, ws=ws, out=poisoned((M, N), torch.bfloat16, "cuda"))
+
+    def blockwise_reference(xq, wq, xs, ws, out):
+        return (quantize.dequantize_fp8_blockwise(xq, xs, (1, 128)).double()
+                @ quantize.dequantize_fp8_blockwise(wq, ws, (128, 128)).double().T)
+
+    def product(a, b, out, c=None):
+        return reference_gemm(a, b) if c is None else reference_gemm(a, b) + c.double()
+
+    return [
+        ("matmul", dense, lambda a, b, out: tlgemm.matmul(a, b, out=out, backend=backend), product, torch.bfloat16),
+        ("matmul, Stream-K", dense,
+         lambda a, b, out: tlgemm.matmul(a, b, out=out, backend=backend, schedule=_streamk(backend)), product,
+         torch.bfloat16),
+        ("addmm", with_bias, lambda a, b, out, c: tlgemm.addmm(c, a, b, out=out, backend=backend), product,
+         torch.bfloat16),
+        ("scaled_mm, block-wise", block_scaled,
+         lambda xq, wq, xs, ws, out: tlgemm.scaled_mm(xq, wq.t(), xs, ws, out=out, backend=backend),
+         blockwise_reference, E4M3),
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_calls_run_on_the_current_stream(backend, generator):
+    """Each entry point launches on torch's current stream: on a side stream that writes the
+    inputs only after a long sleep, a launch on any other stream would read poisoned inputs."""
+    _need(backend, "blockscaled_matmul")
+    side = torch.cuda.Stream()
+    for name, make, call, reference, dtype in _calls(backend, generator):
+        inputs = make()
+        call(**inputs)  # compile, select and build workspaces first
+        fresh = make()
+        for t in inputs.values():
+            _poison(t)
+        torch.cuda.synchronize()
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(100_000_000)
+            for key, t in inputs.items():
+                if key != "out":
+                    t.copy_(fresh[key])
+            result = call(**inputs)
+        torch.cuda.synchronize()
+        assert result is inputs["out"]
+        assert_gemm_close(result, reference(**fresh), dtype, what=f"{backend} {name}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_calls_replay_in_a_cuda_graph(backend, generator):
+    """Each entry point captured in a CUDA graph (after a warm-up on a side stream, as torch
+    asks) replays on fresh inputs copied into the captured buffers; Stream-K builds its
+    workspace on the capture stream and leaves its flags zero for the next replay."""
+    _need(backend, "blockscaled_matmul")
+    for name, make, call, reference, dtype in _calls(backend, generator):
+        inputs = make()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            call(**inputs)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            call(**inputs)
+        for replay in range(3):
+            fresh = make()
+            for key, t in inputs.items():
+                if key != "out":
+                    t.copy_(fresh[key])
+            _poison(inputs["out"])
+            graph.replay()
+            torch.cuda.synchronize()
+            assert_gemm_close(inputs["out"], reference(**fresh), dtype, what=f"{backend} {name}, replay {replay}")
