@@ -55,6 +55,7 @@ torch    eager calls go straight to the kernels. Under torch.compile, and when a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
@@ -554,8 +555,26 @@ def _tilelang_layout(name: str, t: torch.Tensor, K: int) -> tuple[str, str]:
             f"MN-major matrix){pad}"), "K"
 
 
+def _on_device(device: torch.device):
+    """A context making ``device`` the current CUDA device where it is not: Triton launches on
+    the current device and TileLang's host code on the current device's context, so a call on
+    tensors of another GPU than the current one runs with that GPU current (torch.cuda.device),
+    as torch's own ops do. A no-op on the current device and on the CPU (the interpreter)."""
+    if device.type == "cuda" and device.index != torch.cuda.current_device():
+        return torch.cuda.device(device)
+    return contextlib.nullcontext()
+
+
 def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=None, scale_b=None, bias=None,
           repeat_key=None):
+    """``_gemm_here`` with a's device current (``_on_device``)."""
+    with _on_device(a.device):
+        return _gemm_here(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a, scale_b, bias,
+                          repeat_key)
+
+
+def _gemm_here(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=None, scale_b=None, bias=None,
+               repeat_key=None):
     """Plan (cached), prepare operands and output, launch. Inputs checked by _check_pair/_check_out.
     With a ``repeat_key`` (matmul), the launch is kept in ``_REPEATS`` under it."""
     if schedule is not None:
@@ -754,7 +773,8 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     except (AttributeError, TypeError):
         key = launch = None
     if launch is not None and (out is None or not (_aliases(out, a) or _aliases(out, b))):
-        return launch(a, b, out)
+        with _on_device(a.device):
+            return launch(a, b, out)
     return _matmul_eager(a, b, out, out_dtype, backend, schedule, key)
 
 
@@ -1053,7 +1073,8 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
     results = []
     try:
         for M, N, K, dtype, tf32, plan, pool in jobs:
-            best, failed = _time_candidates(plan, pool, M, N, K, dtype, tf32, layout, device, warmup, rep, bar)
+            with _on_device(device):
+                best, failed = _time_candidates(plan, pool, M, N, K, dtype, tf32, layout, device, warmup, rep, bar)
             keys = _dtype_key(dtype, dtype, plan.out_dtype, tf32)
             if best is None:
                 results.append(AutotuneResult(M, N, K, keys, plan.backend, None, None, None, len(pool), failed))

@@ -445,3 +445,28 @@ def test_calls_replay_in_a_cuda_graph(backend, generator):
             graph.replay()
             torch.cuda.synchronize()
             assert_gemm_close(inputs["out"], reference(**fresh), dtype, what=f"{backend} {name}, replay {replay}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_calls_on_another_gpu_than_the_current(backend, generator, tmp_path):
+    """Tensors on cuda:1 while cuda:0 is current: each entry point runs on cuda:1 (first call
+    and matmul's repeat path), as torch's ops do, and autotune times on the device it is given."""
+    _need(backend, "blockscaled_matmul")
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    torch.cuda.set_device(0)
+    for name, make, call, reference, dtype in _calls(backend, generator):
+        with torch.cuda.device(1):
+            inputs = make()
+        for call_number in range(2):
+            _poison(inputs["out"])
+            result = call(**inputs)
+            torch.cuda.synchronize(1)
+            assert result is inputs["out"] and result.device == torch.device("cuda", 1)
+            assert_gemm_close(result, reference(**inputs), dtype, what=f"{backend} {name}, call {call_number}")
+    from tlgemm.schedules import AutotuneCache
+
+    (tuned,) = tlgemm.autotune([(256, 256, 512)], torch.bfloat16, backend=backend, candidates=1, device="cuda:1",
+                               cache=AutotuneCache(tmp_path), progress=False)
+    assert tuned.schedule is not None, tuned.failed
+    assert torch.cuda.current_device() == 0
