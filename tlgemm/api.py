@@ -555,14 +555,24 @@ def _tilelang_layout(name: str, t: torch.Tensor, K: int) -> tuple[str, str]:
             f"MN-major matrix){pad}"), "K"
 
 
+@functools.cache
+def _gpu_count() -> int:
+    """torch.cuda.device_count(), fixed for the process once CUDA is initialised."""
+    return torch.cuda.device_count()
+
+
+def _on_current_device(device: torch.device) -> bool:
+    """Whether a launch for ``device`` needs no device switch: the CPU (the interpreter), a
+    process with one GPU, or ``device`` already the current one."""
+    return device.type != "cuda" or _gpu_count() < 2 or device.index == torch.cuda.current_device()
+
+
 def _on_device(device: torch.device):
     """A context making ``device`` the current CUDA device where it is not: Triton launches on
-    the current device and TileLang's host code on the current device's context, so a call on
-    tensors of another GPU than the current one runs with that GPU current (torch.cuda.device),
-    as torch's own ops do. A no-op on the current device and on the CPU (the interpreter)."""
-    if device.type == "cuda" and device.index != torch.cuda.current_device():
-        return torch.cuda.device(device)
-    return contextlib.nullcontext()
+    the current device, and TileLang's launch makes the tensors' GPU current and leaves it so,
+    so a call on tensors of another GPU than the current one runs with that GPU current
+    (torch.cuda.device) and returns with the caller's, as torch's own ops do."""
+    return contextlib.nullcontext() if _on_current_device(device) else torch.cuda.device(device)
 
 
 def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=None, scale_b=None, bias=None,
@@ -773,7 +783,9 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     except (AttributeError, TypeError):
         key = launch = None
     if launch is not None and (out is None or not (_aliases(out, a) or _aliases(out, b))):
-        with _on_device(a.device):
+        if _gpu_count() < 2 or _on_current_device(a.device):
+            return launch(a, b, out)
+        with torch.cuda.device(a.device):
             return launch(a, b, out)
     return _matmul_eager(a, b, out, out_dtype, backend, schedule, key)
 
