@@ -561,18 +561,15 @@ def _gpu_count() -> int:
     return torch.cuda.device_count()
 
 
-def _on_current_device(device: torch.device) -> bool:
-    """Whether a launch for ``device`` needs no device switch: the CPU (the interpreter), a
-    process with one GPU, or ``device`` already the current one."""
-    return device.type != "cuda" or _gpu_count() < 2 or device.index == torch.cuda.current_device()
-
-
 def _on_device(device: torch.device):
     """A context making ``device`` the current CUDA device where it is not: Triton launches on
     the current device, and TileLang's launch makes the tensors' GPU current and leaves it so,
     so a call on tensors of another GPU than the current one runs with that GPU current
-    (torch.cuda.device) and returns with the caller's, as torch's own ops do."""
-    return contextlib.nullcontext() if _on_current_device(device) else torch.cuda.device(device)
+    (torch.cuda.device) and returns with the caller's, as torch's own ops do. Nothing to do
+    in a process with one GPU or on the CPU (the interpreter)."""
+    if _gpu_count() < 2 or device.type != "cuda" or device.index == torch.cuda.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(device)
 
 
 def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=None, scale_b=None, bias=None,
@@ -783,9 +780,9 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     except (AttributeError, TypeError):
         key = launch = None
     if launch is not None and (out is None or not (_aliases(out, a) or _aliases(out, b))):
-        if _gpu_count() < 2 or _on_current_device(a.device):
+        if _gpu_count() < 2:  # one GPU is the current one (``_on_device``)
             return launch(a, b, out)
-        with torch.cuda.device(a.device):
+        with _on_device(a.device):
             return launch(a, b, out)
     return _matmul_eager(a, b, out, out_dtype, backend, schedule, key)
 
