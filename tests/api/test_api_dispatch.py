@@ -336,3 +336,17 @@ def test_explain_lists_the_triton_launchers_copies():
     (a_line,) = [r for r in reasons if r.startswith("a [")]
     (b_line,) = [r for r in reasons if r.startswith("b [")]
     assert a_line.endswith("read as it is") and "copied K-major by the Triton launcher" in b_line
+
+
+def test_a_launch_makes_the_tensors_gpu_current_only_where_it_is_not(monkeypatch):
+    """api._on_device: a context switching to the tensors' GPU in a process with several GPUs
+    when another is current; nothing with one GPU, on the current GPU or on the CPU (the
+    GPU test on two GPUs runs the calls)."""
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(api, "_gpu_count", lambda: 2)
+    switch = api._on_device(torch.device("cuda", 1))
+    assert isinstance(switch, torch.cuda.device) and switch.idx == 1
+    for device in (torch.device("cuda", 0), torch.device("cpu")):
+        assert not isinstance(api._on_device(device), torch.cuda.device)
+    monkeypatch.setattr(api, "_gpu_count", lambda: 1)
+    assert not isinstance(api._on_device(torch.device("cuda", 0)), torch.cuda.device)
