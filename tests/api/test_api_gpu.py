@@ -339,7 +339,6 @@ def test_opcheck(op, generator):
     torch.library.opcheck(getattr(torch.ops.tlgemm, op).default, args, **kwargs)
 
 
-
 def _streamk(backend):
     """The backends' own Stream-K test schedules (a workspace per stream, flags the kernel resets)."""
     from tlgemm.schedules import Schedule
