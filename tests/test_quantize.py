@@ -88,6 +88,7 @@ def test_blocks_larger_than_the_tensor_are_one_block_along_it(generator):
     x = _random((2, 5, 7), generator)
     for block, whole in (((2**40, 2**40), (5, 7)), ((3, 2**40), (3, 7)), ((2**40, 4), (5, 4))):
         q, scales = quantize_fp8_blockwise(x, block)
+        torch.testing.assert_close(scales.double(), _block_amax(x, *whole) / 448.0, rtol=2e-7, atol=0)
         qw, sw = quantize_fp8_blockwise(x, whole)
         assert scales.shape == sw.shape and torch.equal(scales, sw)
         assert torch.equal(q.view(torch.uint8), qw.view(torch.uint8))

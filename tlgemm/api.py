@@ -574,45 +574,40 @@ def _on_device(device: torch.device):
 
 def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=None, scale_b=None, bias=None,
           repeat_key=None):
-    """``_gemm_here`` with a's device current (``_on_device``)."""
+    """Plan (cached), prepare operands and output, launch, with a's device current
+    (``_on_device``). Inputs checked by _check_pair/_check_out. With a ``repeat_key``
+    (matmul), the launch is kept in ``_REPEATS`` under it."""
     with _on_device(a.device):
-        return _gemm_here(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a, scale_b, bias,
-                          repeat_key)
-
-
-def _gemm_here(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=None, scale_b=None, bias=None,
-               repeat_key=None):
-    """Plan (cached), prepare operands and output, launch. Inputs checked by _check_pair/_check_out.
-    With a ``repeat_key`` (matmul), the launch is kept in ``_REPEATS`` under it."""
-    if schedule is not None:
-        _check_schedule(schedule)
-    device, a_dtype = a.device, a.dtype
-    tf32 = a_dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
-    rows = batch * M
-    key = (op, m_bucket(rows), N, K, a_dtype, b.dtype, out_dtype, device, backend, schedule, tf32)
-    plan = _PLANS.get(key)
-    fresh = plan is None
-    if fresh:
-        plan = _make_plan(op, rows, N, K, a_dtype, b.dtype, out_dtype, device, backend, schedule, tf32)
-    if out is None:
-        out = torch.empty((M, N) if batch == 1 and a.ndim == 2 else (batch, M, N), dtype=plan.out_dtype, device=device)
-    given = a, b
-    if plan.backend == "triton":
-        a, b = _operand(a), _operand(b)
-    if fresh:
-        plan = _PLANS[key] = _first_launch(plan, a, b, out, scale_a, scale_b, bias)
-    else:
-        plan.launch(a, b, plan.schedule, out, scale_a, scale_b, bias)
-    if repeat_key is not None:
-        if plan.backend == "tilelang":
-            launch = importlib.import_module("tlgemm.tilelang").cached_launch(a, b, plan.schedule, out)
-        elif a is given[0] and b is given[1]:  # a repeat passes the caller's operands: none may need a copy
-            launch = importlib.import_module("tlgemm.triton").cached_launch(a, b, plan.schedule, out, tf32)
+        if schedule is not None:
+            _check_schedule(schedule)
+        device, a_dtype = a.device, a.dtype
+        tf32 = a_dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+        rows = batch * M
+        key = (op, m_bucket(rows), N, K, a_dtype, b.dtype, out_dtype, device, backend, schedule, tf32)
+        plan = _PLANS.get(key)
+        fresh = plan is None
+        if fresh:
+            plan = _make_plan(op, rows, N, K, a_dtype, b.dtype, out_dtype, device, backend, schedule, tf32)
+        if out is None:
+            shape = (M, N) if batch == 1 and a.ndim == 2 else (batch, M, N)
+            out = torch.empty(shape, dtype=plan.out_dtype, device=device)
+        given = a, b
+        if plan.backend == "triton":
+            a, b = _operand(a), _operand(b)
+        if fresh:
+            plan = _PLANS[key] = _first_launch(plan, a, b, out, scale_a, scale_b, bias)
         else:
-            launch = None
-        if launch is not None:
-            remember(_REPEATS, repeat_key, launch)
-    return out
+            plan.launch(a, b, plan.schedule, out, scale_a, scale_b, bias)
+        if repeat_key is not None:
+            if plan.backend == "tilelang":
+                launch = importlib.import_module("tlgemm.tilelang").cached_launch(a, b, plan.schedule, out)
+            elif a is given[0] and b is given[1]:  # a repeat passes the caller's operands: none may need a copy
+                launch = importlib.import_module("tlgemm.triton").cached_launch(a, b, plan.schedule, out, tf32)
+            else:
+                launch = None
+            if launch is not None:
+                remember(_REPEATS, repeat_key, launch)
+        return out
 
 
 def _first_launch(plan: _Plan, a, b, out, scale_a, scale_b, bias) -> _Plan:

@@ -236,7 +236,8 @@ def test_empty_still_checks_backend_and_schedule():
         tlgemm.bmm(a[None], b[None], schedule="fast")
 
 
-@pytest.mark.parametrize("name, value, kind", [("alpha", "2", "str"), ("beta", 1j, "complex"), ("alpha", None, "NoneType")])
+@pytest.mark.parametrize("name, value, kind",
+                         [("alpha", "2", "str"), ("beta", 1j, "complex"), ("alpha", None, "NoneType")])
 def test_addmm_alpha_beta_are_real_numbers(name, value, kind):
     a, b = _ab()
     with pytest.raises(TypeError, match=rf"{name}: expected a real number, got {kind}"):

@@ -590,7 +590,8 @@ class ScheduleContext:
         """Whether every program has exactly one tile, tile ``pid``, under a ``plain_raster``:
         the persistent grid over at most ``persistent_sms`` tiles is the tile count
         (``kernels.persistent_grid``, ``schedules.persistent_programs``). A Python False where the
-        grid is not that (``persistent_sms`` unset), so a walk branching on it keeps one form. Testing it costs no division, where the general walk
+        grid is not that (``persistent_sms`` unset), so a walk branching on it keeps one form.
+        Testing it costs no division, where the general walk
         (``num_local_tiles``, ``get_tile_from_idx``) takes a chain of them: the producer issued its
         first TMA copy about 1.1 us (2250 cycles) after its CTA started at 64x7168x2048, 800 cycles
         of them in this arithmetic; walking one wave without it ran 1.01-1.05x by kernel time on
