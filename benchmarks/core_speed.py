@@ -19,7 +19,10 @@ checked before it is timed against the float64 product of the same inputs on a N
 triton.testing.do_bench medians (it flushes L2 between repetitions); with ``--rounds R`` every kernel
 of every row is timed once per round, rows and kernels interleaved, and a cell is the median of
 its R figures (one host drifts by several percent within minutes, so back-to-back timings of
-one row would compare the kernels at different moments); ``--kernel-time`` adds cuBLAS's and
+one row would compare the kernels at different moments). Each round draws a new order of the rows
+and of each row's kernels (``--seed``; the JSON's ``orders``): under the board's power limit a
+kernel's do_bench figure moves with what ran before it (results/core_speed.md), so no kernel keeps
+the first place after the checks' idle time or any other; ``--kernel-time`` adds cuBLAS's and
 tilelang's device time per call (tlgemm.bench.kernel_time_us, DeepGEMM's method). Targets (issue 6): the
 TileLang kernel >= 1.0x cuBLAS in bf16 and >= 1.05x in fp8 on these shapes.
 """
@@ -27,6 +30,7 @@ TileLang kernel >= 1.0x cuBLAS in bf16 and >= 1.05x in fp8 on these shapes.
 import argparse
 import datetime
 import json
+import random
 import statistics
 from dataclasses import replace
 
@@ -124,6 +128,7 @@ def main():
     parser.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES))
     parser.add_argument("--rounds", type=int, default=1,
                         help="interleaved rounds: every kernel of every row once per round; a cell is the median")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the rounds' orders of rows and kernels")
     parser.add_argument("--kernel-time", action="store_true",
                         help="also cuBLAS's and tilelang's device time (tlgemm.bench.kernel_time_us, L2 evicted "
                              "before each call), median over the rounds")
@@ -138,18 +143,23 @@ def main():
                          "errors": errors, "rel_errors": rel_errors, "labels": labels,
                          "samples": {label: [] for label in checked},
                          "kernel_samples": {}})
+    rng, orders = random.Random(args.seed), []
     for _ in range(args.rounds):
-        for row in rows:
+        order = []
+        for row in rng.sample(rows, len(rows)):
             flops = 2 * row["M"] * row["N"] * row["K"]
-            for label, fn in row["checked"].items():
-                row["samples"][label].append(flops / do_bench(fn, warmup=50, rep=args.rep) / 1e9)
+            labels = rng.sample(list(row["checked"]), len(row["checked"]))
+            order.append(f"{row['dtype']} {row['M']}x{row['N']}x{row['K']}: " + ", ".join(labels))
+            for label in labels:
+                row["samples"][label].append(flops / do_bench(row["checked"][label], warmup=50, rep=args.rep) / 1e9)
             for label in ("cublas", "cublas_fast_accum", "tilelang") if args.kernel_time else ():
                 if label in row["checked"]:
                     us = statistics.median(kernel_time_us(row["checked"][label], calls=20))
                     row["kernel_samples"].setdefault(label, []).append(flops / us / 1e6)
+        orders.append(order)
         result = {"gpu": props.name, "date": datetime.datetime.now().isoformat(timespec="seconds"),
-                  "torch": torch.__version__, "tilelang": tilelang.__version__, "rounds": args.rounds,
-                  "rep_ms": args.rep, "rows": table_of(rows)}
+                  "torch": torch.__version__, "tilelang": tilelang.__version__, "rounds": len(orders),
+                  "rep_ms": args.rep, "seed": args.seed, "orders": orders, "rows": table_of(rows)}
         with open(args.out, "w") as f:  # after every round: a cut-off run keeps what it measured
             json.dump(result, f, indent=1)
     table = result["rows"]
