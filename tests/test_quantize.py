@@ -100,6 +100,7 @@ def test_empty_tensors():
                                       ((0, 0), (128, 128), (0, 0))):
         q, scales = quantize_fp8_blockwise(torch.empty(shape), block)
         assert q.shape == shape and scales.shape == scale_shape
+        assert q.dtype == torch.float8_e4m3fn and scales.dtype == torch.float32
         assert dequantize_fp8_blockwise(q, scales, block).shape == shape
 
 

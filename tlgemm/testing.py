@@ -126,14 +126,21 @@ def assert_gemm_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype, 
     return err
 
 
-def poisoned(shape, dtype: torch.dtype, device) -> torch.Tensor:
-    """An output buffer filled with NaN (or the dtype's extreme for integers)."""
-    t = torch.empty(shape, dtype=dtype, device=device)
-    if dtype.is_floating_point:
+def poison_(t: torch.Tensor) -> torch.Tensor:
+    """Fill ``t`` in place with NaN (byte 0x7F for the fp8 dtypes, NaN in both e4m3fn and
+    e5m2), or the dtype's minimum for integers; returns ``t``."""
+    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        t.view(torch.uint8).fill_(0x7F)
+    elif t.dtype.is_floating_point:
         t.fill_(float("nan"))
     else:
-        t.fill_(torch.iinfo(dtype).min)
+        t.fill_(torch.iinfo(t.dtype).min)
     return t
+
+
+def poisoned(shape, dtype: torch.dtype, device) -> torch.Tensor:
+    """An output buffer filled with NaN (or the dtype's extreme for integers): ``poison_``."""
+    return poison_(torch.empty(shape, dtype=dtype, device=device))
 
 
 def poison_allocator(shape, dtype: torch.dtype, device) -> None:

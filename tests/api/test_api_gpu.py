@@ -13,7 +13,7 @@ import torch
 
 import tlgemm
 from tlgemm import api
-from tlgemm.testing import assert_gemm_close, poisoned, random_operand, reference_gemm
+from tlgemm.testing import assert_gemm_close, poison_, poisoned, random_operand, reference_gemm
 
 pytestmark = pytest.mark.gpu
 
@@ -348,14 +348,6 @@ def _streamk(backend):
     return Schedule(block_m=128, block_n=128, block_k=64, num_stages=3).streamk(48).persistent()
 
 
-def _poison(t: torch.Tensor) -> None:
-    """NaN in place (e4m3's NaN byte for fp8 tensors)."""
-    if t.dtype == E4M3:
-        t.view(torch.uint8).fill_(0x7F)
-    else:
-        t.fill_(float("nan"))
-
-
 def _calls(backend, generator):
     """One call of each entry point as (name, make, call, reference, dtype): make() draws fresh
     inputs (a dict whose "out" is the output buffer), call(**inputs) runs it on them, and
@@ -406,7 +398,7 @@ def test_calls_run_on_the_current_stream(backend, generator):
         call(**inputs)  # compile, select and build workspaces first
         fresh = make()
         for t in inputs.values():
-            _poison(t)
+            poison_(t)
         torch.cuda.synchronize()
         with torch.cuda.stream(side):
             torch.cuda._sleep(100_000_000)
@@ -440,7 +432,7 @@ def test_calls_replay_in_a_cuda_graph(backend, generator):
             for key, t in inputs.items():
                 if key != "out":
                     t.copy_(fresh[key])
-            _poison(inputs["out"])
+            poison_(inputs["out"])
             graph.replay()
             torch.cuda.synchronize()
             assert_gemm_close(inputs["out"], reference(**fresh), dtype, what=f"{backend} {name}, replay {replay}")
@@ -458,7 +450,7 @@ def test_calls_on_another_gpu_than_the_current(backend, generator, tmp_path):
         with torch.cuda.device(1):
             inputs = make()
         for call_number in range(2):
-            _poison(inputs["out"])
+            poison_(inputs["out"])
             result = call(**inputs)
             torch.cuda.synchronize(1)
             assert result is inputs["out"] and result.device == torch.device("cuda", 1)
