@@ -149,12 +149,13 @@ def test_ring_rounds_unrolled(generator, block_n, M, N, K):
     _check_batched(generator, schedule, M, N, K)
 
 
-@pytest.mark.parametrize("block_m, warpgroups, stages", [(256, 2, 3), (128, 1, 4)], ids=str)
+@pytest.mark.parametrize("block_m, warpgroups, stages", [(256, 2, 3), (256, 2, 4), (128, 1, 4)], ids=str)
 @pytest.mark.parametrize("M, N, K", [(2048, 7168, 1024), (300, 2112, 512), (1000, 1000, 640), (65, 1000, 384),
                                      (600, 4096, 1536)], ids=str)
 def test_row_waves(generator, block_m, warpgroups, stages, M, N, K):
     """Tiles in two row waves of 64 rows a warpgroup (``BlockScaledContext.waves_of``): 256x128
-    on two warpgroups, 128x128 on one; ragged M and N, 3 to 12 K blocks (the token scales by
+    on two warpgroups (3 stages, or 4 with the epilogue staged 32 columns at a time), 128x128 on
+    one; ragged M and N, 3 to 12 K blocks (the token scales by
     TMA for M > 128, by cp.async at M = 65; 256x128 at K = 1536 runs its 12 K-iterations as
     whole rounds of the 3-stage ring, unrolled, the other cases the generic loop), several
     tiles a program, a bias; against the reference and the Triton kernel, then two launches

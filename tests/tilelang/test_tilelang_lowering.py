@@ -355,28 +355,35 @@ def test_blockscaled_scale_group_fits_the_producer_lanes(monkeypatch, block_m, b
     assert BlockScaledContext.scale_ring_of(schedule) % group == 0
 
 
-def test_blockscaled_row_waves_lower():
-    """256x128 on two warpgroups in two row waves (3 stages with two output buffers): every wgmma
-    m64n128 from shared memory (no A copied into registers); in an unrolled round each slot
-    issues wave 0 at A's slot offset (2048 16-byte units a slot) and wave 1 128 rows further
-    (1024; a warpgroup's rows 512 further in each), both on the slot's B tile (1024 a slot)."""
+@pytest.mark.parametrize("stages, chunk, buffers", [(3, 64, 2), (4, 32, 1)], ids=str)
+def test_blockscaled_row_waves_lower(stages, chunk, buffers):
+    """256x128 on two warpgroups in two row waves (3 stages with two 64-column output buffers,
+    or 4 with one of 32 columns, ``BlockScaledContext.wave_store_chunk``, both within 227 KiB):
+    every wgmma m64n128 from shared memory (no A copied into registers); in an unrolled round
+    each slot issues wave 0 at A's slot offset (2048 16-byte units a slot) and wave 1 128 rows
+    further (1024; a warpgroup's rows 512 further in each), both on the slot's B tile (1024 a
+    slot); the epilogue's TMA stores step by the chunk."""
     from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
     from tlgemm.tilelang.kernels import blockscaled_gemm
-    from tlgemm.tilelang.launch import blockscaled_spec, blockscaled_stages_that_fit
+    from tlgemm.tilelang.launch import _blockscaled_smem, blockscaled_spec, blockscaled_stages_that_fit
+    from tlgemm.tilelang.stages import BlockScaledContext
 
-    schedule = blockscaled_stages_that_fit(Schedule(block_m=256, block_n=128, block_k=128, num_stages=4,
+    schedule = blockscaled_stages_that_fit(Schedule(block_m=256, block_n=128, block_k=128, num_stages=stages,
                                                     num_warpgroups=2).persistent(132))
-    assert schedule.num_stages == 3
+    assert schedule.num_stages == stages and BlockScaledContext.store_staging_of(schedule) == (chunk, buffers)
+    assert _blockscaled_smem(schedule, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16) <= 232448
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
                             tma_token_scales=True)
     src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
     assert set(re.findall(r"wgmma_(\w\w)<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
                           r"tl::DataType::kFloat32, 64, (\d+), 32,", src)) == {("ss", "128")}
-    rounds = re.search(ring_rounds(3), src)
+    rounds = re.search(ring_rounds(stages), src)
     assert rounds is not None
     firsts = re.findall(r"wgmma_ss<[^;]*uint64_t\(desc_a \+ \(*\w+ \* 512\)(?: \+ (\d+))?\)+, "
                         r"uint64_t\(desc_b \+ (\d+)\), [^;]*, 0\);", src[rounds.end():])
-    assert firsts == [(str(2048 * s + 1024 * w) if s or w else "", str(1024 * s)) for s in range(3) for w in range(2)]
+    assert firsts == [(str(2048 * s + 1024 * w) if s or w else "", str(1024 * s))
+                      for s in range(stages) for w in range(2)]
+    assert set(re.findall(r"tma_store\(C_desc, [^;]*\(c \* (\d+)\)\)", src)) == {str(chunk)}
     assert "mma.sync" not in src
 
 
@@ -399,13 +406,15 @@ def test_blockscaled_streamk_lowers():
 
 
 def test_default_blockscaled_schedule_takes_the_wide_tile():
-    """256x128 row waves with raster "n" at K = 512..1536 where N is a multiple of 128, the tiles
-    make a wave and M pads no more than with 128 rows; 128x256 where it measured faster (M =
-    4096, N a multiple of 256, K >= 1024); where N is no multiple of 128 and K >= 1024, a width
-    dividing N that fills the last wave better than 128, one whose promotion branches on the
-    tile offset first (2112 = 11 · 192, though 12 · 176 fills more), else the fullest (2880 =
-    20 · 144); 128x128 on the other shapes or where N and K are not given."""
-    from tlgemm.tilelang.launch import default_blockscaled_schedule
+    """256x128 row waves with raster "n" at K = 512..7168 where N is a multiple of 128, the tiles
+    make a wave and M pads no more than with 128 rows: 3 stages in groups of 8 up to K = 1536,
+    4 stages in groups of 16 (the epilogue staged 32 columns at a time, one buffer) above;
+    128x256 where it measured faster (M = 4096, N a multiple of 256, K >= 1024); where N is no
+    multiple of 128 and K >= 1024, a width dividing N that fills the last wave better than 128,
+    one whose promotion branches on the tile offset first (2112 = 11 · 192, though 12 · 176
+    fills more), else the fullest (2880 = 20 · 144); 128x128 on the other shapes or where N and
+    K are not given."""
+    from tlgemm.tilelang.launch import _blockscaled_smem, default_blockscaled_schedule
     from tlgemm.tilelang.stages import BlockScaledContext
 
     def tile(M, N=None, K=None):
@@ -415,19 +424,25 @@ def test_default_blockscaled_schedule_takes_the_wide_tile():
     for M, N, K in ((4096, 24576, 1536), (4096, 32768, 512), (2048, 4096, 1536), (8192, 16384, 1024),
                     (1000, 24576, 1536)):
         s = default_blockscaled_schedule(M, N=N, K=K)
-        assert (s.block_m, s.block_n, s.num_stages, s.raster) == (256, 128, 3, "n"), (M, N, K, s)
-        assert BlockScaledContext.waves_of(s) == 2
-    # K = 2048 or 256, 128 tiles (< 132 SMs), M = 4097 (17 tile rows of 256 against 33 of 128), N = 2112
-    for M, N, K in ((4096, 7168, 2048), (4096, 4096, 256), (1024, 4096, 1536), (4097, 24576, 1536),
+        assert (s.block_m, s.block_n, s.num_stages, s.raster, s.group_size_m) == (256, 128, 3, "n", 8), (M, N, K, s)
+        assert BlockScaledContext.waves_of(s) == 2 and BlockScaledContext.store_staging_of(s) == (64, 2)
+    for M, N, K in ((4096, 7168, 2048), (4096, 4096, 7168), (2048, 24576, 2048), (1024, 7168, 7168),
+                    (8192, 16384, 4096)):
+        s = default_blockscaled_schedule(M, N=N, K=K)
+        assert (s.block_m, s.block_n, s.num_stages, s.raster, s.group_size_m) == (256, 128, 4, "n", 16), (M, N, K, s)
+        assert BlockScaledContext.store_staging_of(s) == (32, 1)
+        assert _blockscaled_smem(s, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16) <= 232448
+    # K = 8192 or 256, 128 tiles (< 132 SMs), M = 4097 (17 tile rows of 256 against 33 of 128), N = 2112
+    for M, N, K in ((4096, 7168, 8192), (4096, 4096, 256), (1024, 4096, 1536), (4097, 24576, 1536),
                     (4096, 2112, 1024)):
         assert default_blockscaled_schedule(M, N=N, K=K).block_m == 128, (M, N, K)
-    for N, K in ((7168, 16384), (4096, 7168), (7168, 2048), (24576, 2048)):
+    for N, K in ((7168, 16384), (4096, 16384), (7168, 8192), (24576, 8192)):
         assert tile(4096, N, K) == (128, 256, 4), (N, K)
     for N, K in ((2112, 512), (4160, 7168)):
         assert tile(4096, N, K) == (128, 128, 4), (N, K)
     assert tile(4096, 2112, 7168) == (128, 192, 4)
     assert tile(4096, 2880, 7168) == (128, 144, 4)
-    assert tile(4096, 2304, 7168)[:2] == (128, 256)
+    assert tile(4096, 2304, 16384)[:2] == (128, 256)
     assert tile(4096) == (128, 128, 4)
     # above M = 96 a 64x128 tile becomes 128x64 (one tile row: the weights read once)
     assert tile(96, 7168, 16384)[:2] == (64, 128)

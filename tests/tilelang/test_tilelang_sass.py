@@ -33,14 +33,16 @@ from .test_tilelang_lowering import CASES
 GMMA = {"persistent-bf16": "HGMMA", "persistent-f16-mn": "HGMMA", "scaled-e4m3": "QGMMA",
         "streamk-tf32": "HGMMA", "streamk-bf16": "HGMMA", "persistent-int8": "IGMMA", "blockscaled-e4m3": "QGMMA",
         "blockscaled-e4m3-wide": "QGMMA", "blockscaled-e4m3-wide-tma": "QGMMA", "blockscaled-e4m3-192-tma": "QGMMA",
-        "blockscaled-e4m3-waves-tma": "QGMMA", "blockscaled-e4m3-streamk": "QGMMA", "swap-ab-streamk-e4m3": "QGMMA",
+        "blockscaled-e4m3-waves-tma": "QGMMA", "blockscaled-e4m3-waves4-tma": "QGMMA", "blockscaled-e4m3-streamk": "QGMMA",
+        "swap-ab-streamk-e4m3": "QGMMA",
         "blockscaled-e4m3-deep-tma": "QGMMA", "blockscaled-e4m3-deep-32-tma": "QGMMA",
         "blockscaled-e4m3-deep-one-row-tma": "QGMMA", "blockscaled-e4m3-split-tma": "QGMMA",
         "blockscaled-e4m3-split-4-tma": "QGMMA"}
 #: Kernels whose producer and consumers run separate branches, so setmaxnreg must hold.
 SEPARATE_BRANCHES = ("persistent-bf16", "persistent-f16-mn", "scaled-e4m3", "streamk-bf16", "persistent-int8",
                      "blockscaled-e4m3", "blockscaled-e4m3-wide", "blockscaled-e4m3-wide-tma",
-                     "blockscaled-e4m3-192-tma", "blockscaled-e4m3-waves-tma", "blockscaled-e4m3-streamk",
+                     "blockscaled-e4m3-192-tma", "blockscaled-e4m3-waves-tma", "blockscaled-e4m3-waves4-tma",
+                     "blockscaled-e4m3-streamk",
                      "swap-ab-streamk-e4m3", "blockscaled-e4m3-deep-tma", "blockscaled-e4m3-deep-32-tma",
                      "blockscaled-e4m3-deep-one-row-tma", "blockscaled-e4m3-split-tma", "blockscaled-e4m3-split-4-tma")
 
@@ -71,7 +73,8 @@ def _source(case: str) -> str:
     if case.startswith("blockscaled-e4m3"):
         # "-wide": 128x256, the result and a half-width temporary in 192 registers a thread; "-192":
         # 128x192, one whole-tile temporary ("-tma": the token scales by TMA, with the ring's rounds
-        # unrolled); "-waves": 256x128 in row waves, raster "n" (the default at K = 512..1536);
+        # unrolled); "-waves": 256x128 in row waves, raster "n" (the default at K = 512..1536, 3 stages;
+        # "-waves4": 4 stages, the default at K = 2048..7168);
         # "-streamk": 64x64 tiles under Stream-K (two scale blocks a K-iteration); "-deep": the small-M
         # defaults with two scale blocks a K-iteration, 64x64, 64x32 and 128x64; "-split": the small-M
         # default that splits 64x32 tiles in 2 parts, and 4 parts (clusters adding them in shared memory)
@@ -79,6 +82,7 @@ def _source(case: str) -> str:
         schedule = {"blockscaled-e4m3-wide": wide, "blockscaled-e4m3-wide-tma": wide,
                     "blockscaled-e4m3-192-tma": default_blockscaled_schedule(4096, N=2112, K=7168),
                     "blockscaled-e4m3-waves-tma": default_blockscaled_schedule(4096, N=24576, K=1536),
+                    "blockscaled-e4m3-waves4-tma": default_blockscaled_schedule(4096, N=7168, K=2048),
                     "blockscaled-e4m3-streamk": Schedule(block_m=64, block_n=64, block_k=256, num_stages=6,
                                                          num_warpgroups=1).persistent().streamk(33),
                     "blockscaled-e4m3-split-tma": default_blockscaled_schedule(64, N=2112, K=7168),

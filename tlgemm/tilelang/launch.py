@@ -645,8 +645,14 @@ _WIDEST_N, _WIDEST_MIN_K = 256, 1024
 #: M = 2048, 4096, 8192 and N x K = 4096x1536, 24576x1536, 16384x1024, 32768x512, 1.01-1.11x the
 #: former default (128x256, or 128x128 at K = 512; geomean 1.047); at K = 2048 0.97-0.99x, at
 #: K >= 7168 0.78-0.91x; with raster "m" 0.97-1.02x; at M = 256..1024 0.98-1.10x (geomean 1.033)
-#: (benchmarks/results/blockscaled_tiles.md).
-_WAVES_K = (512, 1536)
+#: (benchmarks/results/blockscaled_tiles.md). Up to ``_WAVES_SHALLOW_MAX_K`` they run 3 stages in
+#: raster groups of 8 (the epilogue staged in two 64-column buffers); above it 4 stages in groups of
+#: 16, the epilogue staged in one buffer (``BlockScaledContext.wave_store_chunk``) so that the fourth
+#: stage fits: against the former default (128x256) at M = 512..8192, K = 2048..7168, 1.002-1.028x
+#: on 18 of 21 shapes, 0.985-0.997x on three (M = 1024 and 2048 at 7168x7168, 1024x16384x4096); at
+#: K <= 1536 the deeper ring measured 0.92-1.03x and is not taken ("Four stages for the row waves").
+_WAVES_K = (512, 7168)
+_WAVES_SHALLOW_MAX_K = 1536
 #: Widths above 128 whose result and one temporary fit ``fragment_registers`` on 64 rows a
 #: warpgroup (multiples of 16 up to 192) that the default takes with 128-row tiles, N no
 #: multiple of 128 and K >= ``_WIDEST_MIN_K``: of those dividing N whose last wave is fuller than
@@ -703,8 +709,8 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     ``_ONE_ROW_MIN_M``); else 128-row tiles on two (two temporaries and
     the result: 3 · 64 registers per thread at block_n = 128), ``_WIDE_STAGES`` stages, or
     when N and K are given, 256x128 tiles in row waves with raster "n" where K is in
-    ``_WAVES_K`` (as many stages as fit, 3), else 128x``_WIDEST_N`` tiles where they make at
-    least one wave, pad N no more than 128-column tiles do and K is at least
+    ``_WAVES_K`` (3 stages, or 4 above ``_WAVES_SHALLOW_MAX_K``), else 128x``_WIDEST_N`` tiles
+    where they make at least one wave, pad N no more than 128-column tiles do and K is at least
     ``_WIDEST_MIN_K``; else, where N is
     no multiple of 128, a width of ``_EXACT_N`` that divides it and fills the last wave
     better (K as large). A single GEMM
@@ -747,7 +753,8 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     else:
         narrow = M <= 64 or (M <= _SMALL_M and known and tiles(128, 128) < _WIDE_WAVES * num_sms)
         block_m, warpgroups = (64, 1) if narrow else (128, 2)
-        block_n, raster = 128, "m"
+        block_n, raster, group = 128, "m", Schedule.group_size_m
+        stages = _WIDE_STAGES if warpgroups == 2 else 8
         waves = (known and not narrow and K is not None and _WAVES_K[0] <= K <= _WAVES_K[1] and N % 128 == 0
                  and tiles(256, 128) >= num_sms and -(-M // 256) * 2 <= -(-M // 128))
         widest = (known and not narrow and K is not None and K >= _WIDEST_MIN_K
@@ -756,6 +763,7 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
                  and N % 128 and N % n == 0 and fill(block_m, n) > fill(block_m, 128)]
         if waves:
             block_m, raster = 256, "n"
+            stages, group = (3, 8) if K <= _WAVES_SHALLOW_MAX_K else (_WIDE_STAGES, 16)
         elif widest:
             block_n = _WIDEST_N
         elif exact:
@@ -771,8 +779,8 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         if narrow and M > _ONE_ROW_MIN_M and block_n == 128:
             block_m, block_n = 128, 64
         s = Schedule(block_m=block_m, block_n=block_n, block_k=_SCALE_BLOCK,
-                     num_stages=_WIDE_STAGES if warpgroups == 2 else 8, num_warpgroups=warpgroups,
-                     raster=raster).persistent()
+                     num_stages=stages, num_warpgroups=warpgroups, raster=raster,
+                     group_size_m=group).persistent()
     if deep_k and M <= _SMALL_M and s.num_warpgroups == 1 and s.block_n <= _DEEP_K_MAX_N and not s.is_swap_ab:
         s = dataclasses.replace(s, block_k=2 * _SCALE_BLOCK, num_stages=_DEEP_K_STAGES)
         if known and K >= _STREAMK_MIN_K:

@@ -942,12 +942,24 @@ class BlockScaledContext(GemmContext):
                              f"(64-row tiles, block_n <= 80), got {schedule.block_m}x{schedule.block_n} on "
                              f"{schedule.num_warpgroups} warpgroup(s)")
 
+    #: Columns of the epilogue's one staging buffer for row waves on two warpgroups (256x128)
+    #: with four or more stages: 16 KB, so that four stages of the ring fit beside the scales
+    #: (230,464 bytes; with two 64-column buffers only three do). On the H100 at
+    #: 4096x7168x16384 three stages ran 0.89-0.90x four, for these tiles as for 128x256, and
+    #: their loads coalesced less in the L2 (sectors delivered per sector read: 1.21-1.45 for
+    #: three stages, 1.74 for the waves in raster "n" groups of 16 and 2.16 for 128x256 at four)
+    #: (benchmarks/results/blockscaled_tiles.md, "Four stages for the row waves").
+    wave_store_chunk = 32
+
     @classmethod
     def store_staging_of(cls, schedule: Schedule) -> tuple[int, int]:
         """The epilogue's (chunk columns, buffers): ``store_staging``'s, but one buffer for a
         tile split into parts, whose operand ring is wide (at 128x256, two buffers and the
-        scales would leave room for only 3 stages of the ring instead of 4)."""
+        scales would leave room for only 3 stages of the ring instead of 4), and one buffer of
+        ``wave_store_chunk`` columns for row waves on two warpgroups with 4 or more stages."""
         chunk, buffers = store_staging(schedule.block_n)
+        if cls.waves_of(schedule) > 1 and schedule.num_warpgroups > 1 and schedule.num_stages >= 4:
+            return cls.wave_store_chunk, 1
         return (chunk, 1) if cls.fragments_of(schedule)[1] > 1 else (chunk, buffers)
 
     def _part_emitter(self, a_dtype: str, b_dtype: str) -> WGMMAEmitter:
