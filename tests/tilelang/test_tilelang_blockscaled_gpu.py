@@ -207,6 +207,26 @@ def test_two_scale_blocks_per_k_iteration(generator, block_m, block_n, warpgroup
     _check_twice(generator, schedule, M, N, K)
 
 
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("M, N, K", [(129, 24576, 1536), (500, 16384, 2048)], ids=str)
+def test_default_for_wide_outputs(generator, out_dtype, M, N, K):
+    """The default where a bf16 output takes the 256x128 row waves (3 stages at K = 1536, 4 at
+    2048): a float32 output's staging leaves no room for them, so the default takes 128-row
+    tiles and fits; a float16 output keeps the waves. The output poisoned first, against the
+    reference."""
+    from tlgemm.tilelang.launch import _blockscaled_smem, default_blockscaled_schedule
+    from tlgemm.tilelang.stages import BlockScaledContext
+
+    sms = torch.cuda.get_device_properties(DEV).multi_processor_count
+    s = default_blockscaled_schedule(M, out_dtype, N=N, K=K, num_sms=sms)
+    assert (BlockScaledContext.waves_of(s) > 1) == (out_dtype != torch.float32), s
+    assert _blockscaled_smem(s, FP8, FP8, out_dtype) <= 232448
+    a, b, sa, sb = _problem(generator, M, N, K)
+    out = poisoned((M, N), out_dtype, DEV)
+    blockscaled_matmul(a, b, sa, sb, out=out)
+    assert_gemm_close(out, _expected(a, b, sa, sb), FP8, what=f"default {s} to {out_dtype}")
+
+
 @pytest.mark.parametrize("M, N, K", [(64, 2112, 7168), (50, 1024, 7168), (40, 1024, 9216), (100, 768, 9216),
                                      (33, 128, 7168)], ids=str)
 def test_default_split_tiles(generator, M, N, K):

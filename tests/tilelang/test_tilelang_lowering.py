@@ -452,6 +452,24 @@ def test_default_blockscaled_schedule_takes_the_wide_tile():
     assert tile(128, 4096, 7168)[:2] == (64, 64)
 
 
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_default_blockscaled_schedule_fits(out_dtype):
+    """Every default fits 227 KiB of shared memory with its output: M from 1 to 8192, ragged,
+    DeepGEMM's (N, K) pairs and others, single and batched. A float32 output (its staging twice
+    as large) never takes the 256x128 row waves, which would not fit even at 2 stages."""
+    from tlgemm.tilelang.launch import _blockscaled_smem, default_blockscaled_schedule
+    from tlgemm.tilelang.stages import BlockScaledContext
+
+    pairs = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048), (16384, 1024),
+             (1000, 1000), (2880, 7168), (14336, 4096), (7168, 7168), (None, None)]
+    for M in (1, 32, 33, 65, 97, 128, 129, 300, 1000, 2048, 4097, 8192):
+        for N, K in pairs:
+            for batch in (1, 3):
+                s = default_blockscaled_schedule(M, out_dtype, N=N, K=K, batch=batch)
+                assert _blockscaled_smem(s, torch.float8_e4m3fn, torch.float8_e4m3fn, out_dtype) <= 232448, s
+                assert out_dtype != torch.float32 or BlockScaledContext.waves_of(s) == 1, s
+
+
 def test_default_blockscaled_schedule_streams_few_tiles():
     """Stream-K over all tiles (K >= 1024, a single GEMM) where 64x64 tiles fill at most half
     the SMs and the tiles take one scale block a K-iteration (swap-AB at M <= 32, or K no

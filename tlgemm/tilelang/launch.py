@@ -709,7 +709,8 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     ``_ONE_ROW_MIN_M``); else 128-row tiles on two (two temporaries and
     the result: 3 · 64 registers per thread at block_n = 128), ``_WIDE_STAGES`` stages, or
     when N and K are given, 256x128 tiles in row waves with raster "n" where K is in
-    ``_WAVES_K`` (3 stages, or 4 above ``_WAVES_SHALLOW_MAX_K``), else 128x``_WIDEST_N`` tiles
+    ``_WAVES_K`` (3 stages, or 4 above ``_WAVES_SHALLOW_MAX_K``) and fit ``smem_limit`` with
+    this output (a float32 output's staging leaves no room for them), else 128x``_WIDEST_N`` tiles
     where they make at least one wave, pad N no more than 128-column tiles do and K is at least
     ``_WIDEST_MIN_K``; else, where N is
     no multiple of 128, a width of ``_EXACT_N`` that divides it and fills the last wave
@@ -731,6 +732,7 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     DeepGEMM's shapes.
     Cached: it builds several Schedules (about 0.1 ms of host time uncached)."""
     known = N is not None and M > 0 and N > 0 and batch > 0
+    fp8 = torch.float8_e4m3fn
 
     def tiles(block_m: int, block_n: int) -> int:
         return batch * -(-M // block_m) * -(-N // block_n)
@@ -755,15 +757,17 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         block_m, warpgroups = (64, 1) if narrow else (128, 2)
         block_n, raster, group = 128, "m", Schedule.group_size_m
         stages = _WIDE_STAGES if warpgroups == 2 else 8
+        wave_stages, wave_group = (3, 8) if K is not None and K <= _WAVES_SHALLOW_MAX_K else (_WIDE_STAGES, 16)
         waves = (known and not narrow and K is not None and _WAVES_K[0] <= K <= _WAVES_K[1] and N % 128 == 0
-                 and tiles(256, 128) >= num_sms and -(-M // 256) * 2 <= -(-M // 128))
+                 and tiles(256, 128) >= num_sms and -(-M // 256) * 2 <= -(-M // 128)
+                 and _blockscaled_smem(Schedule(block_m=256, block_n=128, block_k=_SCALE_BLOCK, num_stages=wave_stages,
+                                                num_warpgroups=2), fp8, fp8, out_dtype) <= smem_limit)
         widest = (known and not narrow and K is not None and K >= _WIDEST_MIN_K
                   and tiles(block_m, _WIDEST_N) >= num_sms and -(-N // _WIDEST_N) * 2 <= -(-N // 128))
         exact = [n for n in _EXACT_N if known and not narrow and K is not None and K >= _WIDEST_MIN_K
                  and N % 128 and N % n == 0 and fill(block_m, n) > fill(block_m, 128)]
         if waves:
-            block_m, raster = 256, "n"
-            stages, group = (3, 8) if K <= _WAVES_SHALLOW_MAX_K else (_WIDE_STAGES, 16)
+            block_m, raster, stages, group = 256, "n", wave_stages, wave_group
         elif widest:
             block_n = _WIDEST_N
         elif exact:
