@@ -33,8 +33,8 @@ from .test_tilelang_lowering import CASES
 GMMA = {"persistent-bf16": "HGMMA", "persistent-f16-mn": "HGMMA", "scaled-e4m3": "QGMMA",
         "streamk-tf32": "HGMMA", "streamk-bf16": "HGMMA", "persistent-int8": "IGMMA", "blockscaled-e4m3": "QGMMA",
         "blockscaled-e4m3-wide": "QGMMA", "blockscaled-e4m3-wide-tma": "QGMMA", "blockscaled-e4m3-192-tma": "QGMMA",
-        "blockscaled-e4m3-waves-tma": "QGMMA", "blockscaled-e4m3-waves4-tma": "QGMMA", "blockscaled-e4m3-streamk": "QGMMA",
-        "swap-ab-streamk-e4m3": "QGMMA",
+        "blockscaled-e4m3-waves-tma": "QGMMA", "blockscaled-e4m3-waves4-tma": "QGMMA",
+        "blockscaled-e4m3-streamk": "QGMMA", "swap-ab-streamk-e4m3": "QGMMA",
         "blockscaled-e4m3-deep-tma": "QGMMA", "blockscaled-e4m3-deep-32-tma": "QGMMA",
         "blockscaled-e4m3-deep-one-row-tma": "QGMMA", "blockscaled-e4m3-split-tma": "QGMMA",
         "blockscaled-e4m3-split-4-tma": "QGMMA"}

@@ -644,8 +644,8 @@ _WIDEST_N, _WIDEST_MIN_K = 256, 1024
 #: at least one wave and M pads no more than with 128-row tiles: on the H100 by kernel time, at
 #: M = 2048, 4096, 8192 and N x K = 4096x1536, 24576x1536, 16384x1024, 32768x512, 1.01-1.11x the
 #: former default (128x256, or 128x128 at K = 512; geomean 1.047); with 3 stages at K = 2048
-#: 0.97-0.99x, at K >= 7168 0.78-0.91x; with raster "m" 0.97-1.02x; at M = 256..1024 0.98-1.10x (geomean 1.033)
-#: (benchmarks/results/blockscaled_tiles.md). Up to ``_WAVES_SHALLOW_MAX_K`` they run 3 stages in
+#: 0.97-0.99x, at K >= 7168 0.78-0.91x; with raster "m" 0.97-1.02x; at M = 256..1024
+#: 0.98-1.10x (geomean 1.033) (benchmarks/results/blockscaled_tiles.md). Up to ``_WAVES_SHALLOW_MAX_K`` they run 3 stages in
 #: raster groups of 8 (the epilogue staged in two 64-column buffers); above it 4 stages in groups of
 #: 16, the epilogue staged in one buffer (``BlockScaledContext.wave_store_chunk``) so that the fourth
 #: stage fits: against the former default (128x256) at M = 512..8192, K = 2048..7168, 1.002-1.028x
