@@ -149,6 +149,37 @@ def test_ring_rounds_unrolled(generator, block_n, M, N, K):
     _check_batched(generator, schedule, M, N, K)
 
 
+@pytest.mark.parametrize("block_n", [16, 64, 128])
+@pytest.mark.parametrize("M, N, K", [(1000, 1000, 640), (300, 2112, 512), (260, 7168, 2048), (77, 1000, 384)], ids=str)
+def test_two_warpgroups_one_temporary(generator, block_n, M, N, K):
+    """128 x block_n on two consumer warpgroups with one temporary (``fragments_of``): K = 640
+    (5 K-iterations, the generic loop), 512 and 2048 (whole rounds of the 4-stage ring,
+    unrolled), ragged M and N, several tiles a program, a bias; against the reference and the
+    Triton kernel, then two launches equal; and batched."""
+    from tlgemm.schedules import Schedule
+    from tlgemm.tilelang.stages import BlockScaledContext
+
+    schedule = Schedule(block_m=128, block_n=block_n, block_k=128, num_stages=4, num_warpgroups=2).persistent()
+    assert BlockScaledContext.fragments_of(schedule) == (1, 1)
+    _check_twice(generator, schedule, M, N, K)
+    _check_batched(generator, schedule, M, N, K)
+
+
+@pytest.mark.parametrize("M, N, K", [(1536, 4096, 7168), (768, 7168, 2048), (1531, 4096, 4096)], ids=str)
+def test_default_takes_128x128_where_it_fills_the_waves(generator, M, N, K):
+    """The default's 128x128 where its waves are so much fuller than those of the wider tiles
+    (``launch._NARROW_PER_FLOP``), ragged M included; against the reference and the Triton kernel."""
+    from tlgemm.tilelang.launch import default_blockscaled_schedule
+
+    schedule = default_blockscaled_schedule(M, N=N, K=K)
+    assert (schedule.block_m, schedule.block_n, schedule.num_warpgroups) == (128, 128, 2), schedule
+    a, b, sa, sb = _problem(generator, M, N, K)
+    out = poisoned((M, N), torch.bfloat16, DEV)
+    blockscaled_matmul(a, b, sa, sb, out=out)
+    assert_gemm_close(out, _expected(a, b, sa, sb), FP8, what=f"default {schedule} vs reference")
+    assert_gemm_close(out, TR.blockscaled_matmul(a, b, sa, sb).double(), FP8, what=f"{schedule} vs Triton")
+
+
 @pytest.mark.parametrize("block_m, warpgroups, stages", [(256, 2, 3), (256, 2, 4), (128, 1, 4)], ids=str)
 @pytest.mark.parametrize("M, N, K", [(2048, 7168, 1024), (300, 2112, 512), (1000, 1000, 640), (65, 1000, 384),
                                      (600, 4096, 1536)], ids=str)

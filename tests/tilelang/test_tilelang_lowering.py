@@ -1,6 +1,7 @@
 """CPU: each TileLang kernel family lowers for sm_90a; the CUDA source has TMA loads,
 mbarrier pipelining, the expected wgmma instantiations, a TMA store, and no mma.sync."""
 
+import dataclasses
 import re
 
 import pytest
@@ -121,19 +122,22 @@ def test_swap_ab_stores_the_swapped_problem_transposed_into_c():
 
 
 def test_blockscaled_kernel_lowers():
-    """QGMMA e4m3 into two temporary accumulators, each batch cleared by scale-d = 0; the next
-    K block's batch is in flight (wait_group 1) while the previous one is promoted; A and B
-    arrive by TMA, the scales by cp.async tracked by the same mbarrier, into a scale ring of
-    stages + 1 slots; each K block's A/B slot is released right after its wgmma is done,
-    before its promotion."""
+    """One consumer warpgroup (64x128): QGMMA e4m3 into two temporary accumulators, each batch
+    cleared by scale-d = 0; the next K block's batch is in flight (wait_group 1) while the
+    previous one is promoted; A and B arrive by TMA, the scales by cp.async tracked by the same
+    mbarrier, into a scale ring of stages + 1 slots; each K block's A/B slot is released right
+    after its wgmma is done, before its promotion."""
     import tilelang
     from tilelang import tvm
 
+    from tlgemm.schedules import Schedule
     from tlgemm.tilelang.kernels import blockscaled_gemm
-    from tlgemm.tilelang.launch import BLOCKSCALED_PASS_CONFIGS, blockscaled_spec, default_blockscaled_schedule
+    from tlgemm.tilelang.launch import BLOCKSCALED_PASS_CONFIGS, blockscaled_spec
+    from tlgemm.tilelang.stages import BLOCKSCALED_PRODUCER_REGISTERS, BlockScaledContext
 
-    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
-                            default_blockscaled_schedule(4096).persistent(132), 132)
+    schedule = Schedule(block_m=64, block_n=128, block_k=128, num_stages=4, num_warpgroups=1).persistent(132)
+    assert BlockScaledContext.fragments_of(schedule) == (2, 1)
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
     with tvm.transform.PassContext(opt_level=3, config=BLOCKSCALED_PASS_CONFIGS), target:
         src = tilelang.lower(blockscaled_gemm(spec), target=target).kernel_source
@@ -144,14 +148,39 @@ def test_blockscaled_kernel_lowers():
     assert "mma.sync" not in src and src.count("tl::tma_load(") == 2
     assert "mbarrier_cp_async_arrive_noinc" in src and "cp_async_gs_conditional" not in src
     stages = spec.schedule.num_stages
-    assert re.search(rf"cp_async_gs<4>\(\(&\(\(\(float\*\)v_\d+\)\[\(+v_\d+ % {stages + 1}\) \* 128\)", src)
-    releases = re.findall(r"warpgroup_wait<(\d)>\(\);\s*if \(\(\(\(int\)threadIdx.x\) % 128\) == 0\) \{\s*"
+    assert re.search(rf"cp_async_gs<4>\(\(&\(\(\(float\*\)v_\d+\)\[\(+v_\d+ % {stages + 1}\) \* 64\)", src)
+    releases = re.findall(r"warpgroup_wait<(\d)>\(\);\s*if \(\(\(int\)threadIdx.x\) == 0\) \{\s*"
                           rf"v_\d+\[\(it_\d+ % {stages}\)\]\.arrive\(\);", src)
     assert releases == ["1", "1", "1", "0", "0"], releases
     copies = re.findall(r"cp_async_gs<4>\([^;]*(SA|SB)\[([^;]*)", src)  # the scales at their own strides
     assert sorted(name for name, _ in copies) == ["SA", "SB"], copies
     assert all(f"{name.lower()}_stride0" in index and f"{name.lower()}_stride1" in index for name, index in copies)
-    assert "warpgroup_reg_alloc<232>" in src and "warpgroup_reg_dealloc<40>" in src
+    assert f"warpgroup_reg_dealloc<{BLOCKSCALED_PRODUCER_REGISTERS}>" in src and "warpgroup_reg_alloc<232>" in src
+
+
+@pytest.mark.parametrize("block_n", [16, 64, 128])
+def test_blockscaled_two_warpgroups_take_one_temporary(block_n):
+    """Two consumer warpgroups (128 x block_n, block_k 128): one temporary, each K block's
+    batch waited for (wait_group 0) before its promotion, none left in flight; at block_k 256
+    (two scale blocks a K-iteration) the tile keeps its two temporaries."""
+    import tilelang
+    from tilelang import tvm
+
+    from tlgemm.schedules import Schedule
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import BLOCKSCALED_PASS_CONFIGS, blockscaled_spec
+    from tlgemm.tilelang.stages import BlockScaledContext
+
+    schedule = Schedule(block_m=128, block_n=block_n, block_k=128, num_stages=4, num_warpgroups=2).persistent(132)
+    assert BlockScaledContext.fragments_of(schedule) == (1, 1)
+    assert BlockScaledContext.fragments_of(dataclasses.replace(schedule, block_k=256)) == (2, 1)
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+    with tvm.transform.PassContext(opt_level=3, config=BLOCKSCALED_PASS_CONFIGS), target:
+        src = tilelang.lower(blockscaled_gemm(spec), target=target).kernel_source
+    assert "warpgroup_wait<0>" in src and "warpgroup_wait<1>" not in src
+    assert re.search(rf"wgmma_ss<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, "
+                     rf"tl::DataType::kFloat32, 64, {block_n}, 32,", src)
 
 
 def test_batched_blockscaled_kernel_lowers():
@@ -176,11 +205,11 @@ def test_batched_blockscaled_kernel_lowers():
     assert all(f"((int64_t){loads[0][1]}) * ((int64_t){name.lower()}_stride0)" in index for name, index in copies)
 
 
-@pytest.mark.parametrize("block_n, temporaries, width, branches", [(160, 1, 2, 4), (192, 1, 2, 2), (112, 2, 2, 0),
+@pytest.mark.parametrize("block_n, temporaries, width, branches", [(160, 1, 2, 4), (192, 1, 2, 2), (112, 1, 2, 0),
                                                                     (176, 1, 3, 0)])
 def test_blockscaled_kernel_lowers_with_non_power_of_two_block_n(block_n, temporaries, width, branches):
-    """A 128 x block_n tile: wgmma N = block_n, one temporary (no wait_group 1) once the
-    result and two temporaries would pass the register budget, the B scales of every
+    """A 128 x block_n tile on two warpgroups: wgmma N = block_n, one temporary (no wait_group 1;
+    ``BlockScaledContext.fragments_of``), the B scales of every
     128-column block a tile can touch staged, each column selecting its own: in one branch
     per offset of the tile modulo 128 where a whole-tile temporary has at most
     ``offset_branches`` of them (``branches``), else by a select per 8-column group."""
@@ -412,8 +441,8 @@ def test_default_blockscaled_schedule_takes_the_wide_tile():
     128x256 where it measured faster (M = 4096, N a multiple of 256, K >= 1024); where N is no
     multiple of 128 and K >= 1024, a width dividing N that fills the last wave better than 128,
     one whose promotion branches on the tile offset first (2112 = 11 · 192, though 12 · 176
-    fills more), else the fullest (2880 = 20 · 144); 128x128 on the other shapes or where N and
-    K are not given."""
+    fills more), else the fullest (2880 = 20 · 144); 128x128 on the other shapes, where N and
+    K are not given, and where it fills its waves so much better (``_NARROW_PER_FLOP``)."""
     from tlgemm.tilelang.launch import _blockscaled_smem, default_blockscaled_schedule
     from tlgemm.tilelang.stages import BlockScaledContext
 
@@ -444,6 +473,17 @@ def test_default_blockscaled_schedule_takes_the_wide_tile():
     assert tile(4096, 2880, 7168) == (128, 144, 4)
     assert tile(4096, 2304, 16384)[:2] == (128, 256)
     assert tile(4096) == (128, 128, 4)
+    # 128x128 where its last wave is so much fuller (fill 1.33x) that it is faster: instead of the
+    # waves (1536x4096x7168: 1.45 waves of 256x128, 2.91 of 128x128; 768x7168x7168, 2048x2816x2048)
+    # or of 128x256 (1536x4096x16384, 384x14336x2048); not where it fills 1.2x (2560x4096x16384,
+    # 1280x7168x7168), nor where its own last wave is under the fill floor (640x7168x7168)
+    for M, N, K in ((1536, 4096, 7168), (768, 7168, 7168), (2048, 2816, 2048), (1536, 4096, 16384),
+                    (384, 14336, 2048)):
+        s = default_blockscaled_schedule(M, N=N, K=K)
+        assert (s.block_m, s.block_n, s.num_warpgroups, s.raster) == (128, 128, 2, "m"), (M, N, K, s)
+        assert BlockScaledContext.fragments_of(s) == (1, 1)
+    assert tile(2560, 4096, 16384)[:2] == (128, 256) and tile(640, 7168, 7168)[:2] == (128, 256)
+    assert tile(1280, 7168, 7168)[:2] == (256, 128)
     # above M = 96 a 64x128 tile becomes 128x64 (one tile row: the weights read once)
     assert tile(96, 7168, 16384)[:2] == (64, 128)
     for M, N, K in ((97, 7168, 16384), (128, 7168, 16384), (128, 24576, 1536), (128, 7168, 2048)):

@@ -653,6 +653,15 @@ _WIDEST_N, _WIDEST_MIN_K = 256, 1024
 #: K <= 1536 the deeper ring measured 0.92-1.03x and is not taken ("Four stages for the row waves").
 _WAVES_K = (512, 7168)
 _WAVES_SHALLOW_MAX_K = 1536
+#: The default takes 128x128 tiles (two warpgroups, one temporary) instead of the 256x128 row
+#: waves or 128x256 where K is at least ``_NARROW_MIN_K``, 128x128's last wave is at least
+#: ``_FILL_FLOOR`` full and fill(128x128) times ``_NARROW_PER_FLOP`` exceeds the wider tile's fill
+#: (fill: the share of the waves' SM slots that hold a tile). On the H100 by kernel time, at 14
+#: shapes (M = 256..3584, K = 2048..16384) where fill(128x128) is 1.33x the wider tile's, 128x128
+#: ran 1.05-1.15x it; where it is 1.20x, 0.97-1.02x; 128x128 runs about 0.8x the wider tiles per
+#: FLOP where both fill their waves (benchmarks/results/blockscaled_tiles.md, "One temporary on
+#: two warpgroups").
+_NARROW_PER_FLOP, _NARROW_MIN_K = 0.8, 2048
 #: Widths above 128 whose result and one temporary fit ``fragment_registers`` on 64 rows a
 #: warpgroup (multiples of 16 up to 192) that the default takes with 128-row tiles, N no
 #: multiple of 128 and K >= ``_WIDEST_MIN_K``: of those dividing N whose last wave is fuller than
@@ -706,13 +715,14 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     blockscaled_tiles.md (H100): for M <= ``_SWAP_AB_MAX_M`` swap-AB on 64 rows of N by 16 or
     32 tokens; for M <= ``_SMALL_M`` 64-row tiles on one consumer warpgroup unless 128-row
     tiles alone make ``_WIDE_WAVES`` waves (64x128 becoming 128x64, one tile row, above
-    ``_ONE_ROW_MIN_M``); else 128-row tiles on two (two temporaries and
-    the result: 3 · 64 registers per thread at block_n = 128), ``_WIDE_STAGES`` stages, or
+    ``_ONE_ROW_MIN_M``); else 128-row tiles on two (one temporary,
+    ``BlockScaledContext.fragments_of``), ``_WIDE_STAGES`` stages, or
     when N and K are given, 256x128 tiles in row waves with raster "n" where K is in
     ``_WAVES_K`` (3 stages, or 4 above ``_WAVES_SHALLOW_MAX_K``) and fit ``smem_limit`` with
     this output (a float32 output's staging leaves no room for them), else 128x``_WIDEST_N`` tiles
     where they make at least one wave, pad N no more than 128-column tiles do and K is at least
-    ``_WIDEST_MIN_K``; else, where N is
+    ``_WIDEST_MIN_K``; neither where 128x128 fills its waves so much better that it is faster
+    (``_NARROW_PER_FLOP``); else, where N is
     no multiple of 128, a width of ``_EXACT_N`` that divides it and fills the last wave
     better (K as large). A single GEMM
     whose tiles would leave the SMs idle (N and K given, K at least ``_STREAMK_MIN_K``, 64x64
@@ -758,12 +768,19 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         block_n, raster, group = 128, "m", Schedule.group_size_m
         stages = _WIDE_STAGES if warpgroups == 2 else 8
         wave_stages, wave_group = (3, 8) if K is not None and K <= _WAVES_SHALLOW_MAX_K else (_WIDE_STAGES, 16)
+        def narrower_fills(block_m: int, block_n: int) -> bool:
+            narrow_fill = fill(128, 128)
+            return K >= _NARROW_MIN_K and narrow_fill >= _FILL_FLOOR and narrow_fill * _NARROW_PER_FLOP > fill(
+                block_m, block_n)
+
         waves = (known and not narrow and K is not None and _WAVES_K[0] <= K <= _WAVES_K[1] and N % 128 == 0
                  and tiles(256, 128) >= num_sms and -(-M // 256) * 2 <= -(-M // 128)
                  and _blockscaled_smem(Schedule(block_m=256, block_n=128, block_k=_SCALE_BLOCK, num_stages=wave_stages,
-                                                num_warpgroups=2), fp8, fp8, out_dtype) <= smem_limit)
+                                                num_warpgroups=2), fp8, fp8, out_dtype) <= smem_limit
+                 and not narrower_fills(256, 128))
         widest = (known and not narrow and K is not None and K >= _WIDEST_MIN_K
-                  and tiles(block_m, _WIDEST_N) >= num_sms and -(-N // _WIDEST_N) * 2 <= -(-N // 128))
+                  and tiles(block_m, _WIDEST_N) >= num_sms and -(-N // _WIDEST_N) * 2 <= -(-N // 128)
+                  and not narrower_fills(block_m, _WIDEST_N))
         exact = [n for n in _EXACT_N if known and not narrow and K is not None and K >= _WIDEST_MIN_K
                  and N % 128 and N % n == 0 and fill(block_m, n) > fill(block_m, 128)]
         if waves:

@@ -782,12 +782,13 @@ class BlockScaledContext(GemmContext):
     with it (``Schedule.is_swap_ab``, small M) the kernel computes Cᵀ =
     B · Aᵀ: the 64-row WGMMA side runs over N, the tokens are the columns (WGMMA N down to
     16), and the tile is stored transposed into C. With two temporaries
-    (``fragments_of``), K block k + 1's wgmma is issued before K block k is promoted, so
-    the tensor cores work during the promotion (``wgmma.wait_group 1`` retires only the
-    older batch, PTX ISA 9.7.15.5.2); with one (wide tiles), each K block's wgmma is waited
-    for before its promotion, and the other consumer warpgroup's wgmma fills the gap (making
-    the two take turns to issue, CUTLASS's ping-pong order, measured 1-5% slower at 128x256
-    on the H100, benchmarks/results/blockscaled_tiles.md). The
+    (``fragments_of``: one consumer warpgroup), K block k + 1's wgmma is issued before K block
+    k is promoted, so the tensor cores work during the promotion (``wgmma.wait_group 1``
+    retires only the older batch, PTX ISA 9.7.15.5.2); with one (two consumer warpgroups, or
+    wide tiles), each K block's wgmma is waited for before its promotion, and the other
+    consumer warpgroup's wgmma fills the gap (1.01-1.09x two temporaries at 128x16 to 128x128
+    on two warpgroups; making the two take turns to issue, CUTLASS's ping-pong order, measured
+    1-5% slower at 128x256 on the H100, benchmarks/results/blockscaled_tiles.md). The
     widest tiles (e.g. 128x256 on two warpgroups) split the temporary along N into
     ``parts``: each K block runs as ``parts`` wgmma batches of block_n / parts columns
     (``part_emitter``, B's rows of that part), each promoted into its columns of the result
@@ -899,12 +900,20 @@ class BlockScaledContext(GemmContext):
         whole-tile one (block_n up to 192 on 64 rows per warpgroup), else one of block_n / 2
         columns (``parts`` = 2: block_n up to 256 on 64 rows per warpgroup; the warpgroups must
         then split the tile along M, so that a part's columns are the same threads' in the
-        temporary and in the result)."""
+        temporary and in the result). Two consumer warpgroups with K-iterations one scale block
+        deep (block_k 128), not swap-AB, take one whole-tile temporary however narrow the tile:
+        each K block is waited for before its promotion while the other warpgroup's wgmma runs,
+        and the ring's rounds run unrolled. On the H100 by kernel time (separate processes
+        alternated) against two temporaries: 1.04-1.07x at 128x128 (M = 1024..4096, K = 7168
+        and 16384), 1.06x at 512x7168x2048, 1.01-1.02x at 128x32768x512 and 100x32768x512, 1.09x
+        at 128x64 (256x4096x7168), 1.06x at 128x32 and 1.04x at 128x16 (M = 200, K = 7168)
+        (benchmarks/results/blockscaled_tiles.md, "One temporary on two warpgroups")."""
         wgs = schedule.num_warpgroups
         per_fragment = schedule.block_m * schedule.block_n // (128 * wgs)
         if cls.waves_of(schedule) > 1:
             return 1, 1
-        for temporaries in (2, 1):
+        serial = wgs > 1 and schedule.block_k == SCALE_BLOCK and not schedule.is_swap_ab
+        for temporaries in (1,) if serial else (2, 1):
             if (1 + temporaries) * per_fragment <= cls.fragment_registers:
                 return temporaries, 1
         along_m = schedule.block_m % (64 * wgs) == 0
@@ -1399,8 +1408,8 @@ class BlockScaledContext(GemmContext):
         # unrolled, ptxas spilled at 64x256 on one warpgroup (320 bytes), at 128x224 and 128x240 (12 and
         # 80) and, with the token scales copied by cp.async instead of TMA, at 128x256 (296)
         rounds_unrolled = unroll_rounds and a_local is not None and em.num_warpgroups == 2 and folded
-        # ``unroll_rounds``, one whole-tile temporary (144 to 192 columns) or row waves on two consumer
-        # warpgroups, not swap-AB: unrolled, 1.02-1.07x at 128x160 to 128x192 on the H100, no spills
+        # ``unroll_rounds``, one whole-tile temporary or row waves on two consumer warpgroups, not
+        # swap-AB: unrolled, 1.02-1.07x at 128x160 to 128x192 on the H100, no spills
         # (blockscaled_tiles.md)
         whole_rounds = unroll_rounds and a_local is None and em.num_warpgroups == 2 and not swap
 
