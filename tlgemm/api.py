@@ -583,7 +583,7 @@ def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=N
         device, a_dtype = a.device, a.dtype
         tf32 = a_dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
         rows = batch * M
-        key = (op, m_bucket(rows), N, K, a_dtype, b.dtype, out_dtype, device, backend, schedule, tf32)
+        key = _plan_key(op, rows, N, K, a, b, out_dtype, backend, schedule, tf32)
         plan = _PLANS.get(key)
         fresh = plan is None
         if fresh:
@@ -608,6 +608,15 @@ def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=N
             if launch is not None:
                 remember(_REPEATS, repeat_key, launch)
         return out
+
+
+def _plan_key(op, rows, N, K, a, b, out_dtype, backend, schedule, tf32) -> tuple:
+    """The ``_PLANS`` key of a call: the problem, dtypes, device and options, and each operand's
+    layout (``_layout``), since a schedule that runs with one layout may be rejected with
+    another (the TileLang kernels take a block_n that is no power of two only with B K-major;
+    the Triton kernel's shared memory depends on the order it reads)."""
+    return (op, m_bucket(rows), N, K, a.dtype, b.dtype, out_dtype, a.device, backend, schedule, tf32, _layout(a),
+            _layout(b))
 
 
 def _first_launch(plan: _Plan, a, b, out, scale_a, scale_b, bias) -> _Plan:
@@ -933,7 +942,7 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
     plan = _make_plan(op, batch * M, N, K, a.dtype, b.dtype, out_dtype, a.device, backend, schedule, tf32,
                       target=target, info=info)
     reasons = [f"backend {plan.backend}: {info['backend']}", f"schedule: {info['schedule']}"]
-    key = (op, m_bucket(batch * M), N, K, a.dtype, b.dtype, out_dtype, a.device, backend, schedule, tf32)
+    key = _plan_key(op, batch * M, N, K, a, b, out_dtype, backend, schedule, tf32)
     ran = None if target.analysis else _PLANS.get(key)
     if ran is not None and ran.schedule != plan.schedule:
         plan = ran

@@ -51,6 +51,23 @@ def test_auto_keeps_tilelang_for_unaligned_rows_and_avoids_missing_kernels(fake_
         tlgemm.bmm(x, y, backend="tilelang")
 
 
+def test_plans_are_kept_per_operand_layout(fake_gpu, generator):
+    """A plan is cached per operand layout (``api._plan_key``): a schedule that ran with B
+    K-major (b = w.t()) may be one a kernel rejects with B MN-major (on TileLang a block_n that
+    is no power of two), so a call with the other layout selects its own."""
+    a, b = _ab(100, 256, 128, generator=generator, b_cols=True)
+    tlgemm.matmul(a, b)
+    assert fake_gpu.selects == 1
+    tlgemm.matmul(a, b.contiguous())
+    assert fake_gpu.selects == 2
+    tlgemm.addmm(torch.zeros(256, dtype=torch.bfloat16), a, b)
+    tlgemm.addmm(torch.zeros(256, dtype=torch.bfloat16), a, b.contiguous())
+    assert fake_gpu.selects == 4
+    tlgemm.matmul(a, b)
+    tlgemm.matmul(a, b.contiguous())
+    assert fake_gpu.selects == 4
+
+
 def test_repeat_calls_reuse_the_plan(fake_gpu, generator):
     a, b = _ab(100, 256, 128, generator=generator)
     tlgemm.matmul(a, b)

@@ -425,10 +425,13 @@ def test_scales_in_either_orientation(generator, M):
     assert_gemm_close(out, _expected(a, b, sa, sb), FP8)
 
 
-@pytest.mark.parametrize("batch, M, N, K", [(3, 65, 2112, 512), (2, 1, 256, 1024), (4, 300, 384, 256)], ids=str)
+@pytest.mark.parametrize("batch, M, N, K", [(3, 65, 2112, 512), (2, 1, 256, 1024), (4, 300, 384, 256),
+                                            (1, 64, 2112, 7168), (1, 16, 4096, 1024)], ids=str)
 def test_batched_matches_reference_and_triton(generator, batch, M, N, K):
     """FlagGems' batched form: x [B, M, K], y [B, N, K], xs [B, M, K/128] passed outer-dim-major
-    (any strides), ys [B, ceil(N/128), K/128]; every GEMM of the batch checked."""
+    (any strides), ys [B, ceil(N/128), K/128]; every GEMM of the batch checked. A batch of one
+    takes the batched kernel's default (no Stream-K or split-K, which a single GEMM of these
+    shapes would take)."""
     x, y, xs, ys = _batched_problem(generator, batch, M, N, K)
     bias = torch.randn(N, generator=generator).to(DEV)
     out = poisoned((batch, M, N), torch.bfloat16, DEV)

@@ -558,23 +558,24 @@ def test_default_blockscaled_schedule_splits_deep_k_tiles():
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(M=st.one_of(st.integers(1, 128), st.integers(129, 8192)), N=st.integers(1, 32768), k_blocks=st.integers(1, 160),
-       num_sms=st.sampled_from([132, 114, 78, 16]), batch=st.sampled_from([1, 1, 3]))
-def test_default_blockscaled_schedule_is_launchable(M, N, k_blocks, num_sms, batch):
-    """Every block-scaled default (any M, N, K a multiple of 128, SM count, batch) builds a
-    spec and fits the shared memory; a split one (``_split_deep_k``) runs at most ``num_sms``
-    programs, each exactly one equal part of one tile's K-iterations in the host reference."""
+       num_sms=st.sampled_from([132, 114, 78, 16]), batch=st.sampled_from([1, 1, 3]), batched=st.booleans())
+def test_default_blockscaled_schedule_is_launchable(M, N, k_blocks, num_sms, batch, batched):
+    """Every block-scaled default (any M, N, K a multiple of 128, SM count, batch; the batched
+    kernel's for a batch of one too, ``blockscaled_bmm``) builds a spec and fits the shared
+    memory; a split one (``_split_deep_k``) runs at most ``num_sms`` programs, each exactly one
+    equal part of one tile's K-iterations in the host reference."""
     from tlgemm.schedules import num_programs, work
     from tlgemm.tilelang.launch import (_blockscaled_smem, blockscaled_spec, default_blockscaled_schedule,
                                         operands_read_once)
 
-    fp8, K = torch.float8_e4m3fn, 128 * k_blocks
-    s = default_blockscaled_schedule(M, N=N, K=K, num_sms=num_sms, batch=batch)
-    blockscaled_spec(fp8, fp8, torch.bfloat16, s, num_sms, batched=batch > 1, tma_token_scales=True,
+    fp8, K, batched = torch.float8_e4m3fn, 128 * k_blocks, batched or batch > 1
+    s = default_blockscaled_schedule(M, N=N, K=K, num_sms=num_sms, batch=batch, batched=batched)
+    blockscaled_spec(fp8, fp8, torch.bfloat16, s, num_sms, batched=batched, tma_token_scales=True,
                      read_once=operands_read_once(M, N, s))
     assert _blockscaled_smem(s, fp8, fp8, torch.bfloat16) <= 232448, s
     if s.split_k > 1:
         programs = num_programs(M, N, K, s)
-        assert batch == 1 and programs <= num_sms and K // s.block_k % s.split_k == 0, s
+        assert not batched and programs <= num_sms and K // s.block_k % s.split_k == 0, s
         lengths = {(len(i), i[0].k_end - i[0].k_begin) for i in (work(p, M, N, K, s) for p in range(programs))}
         assert lengths == {(1, K // s.block_k // s.split_k)}, (s, lengths)
 

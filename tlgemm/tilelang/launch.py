@@ -710,7 +710,8 @@ _MAX_SPLITS = 8
 
 @functools.lru_cache(maxsize=4096)
 def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: int = 232448, *, N: int | None = None,
-                                 num_sms: int = 132, batch: int = 1, K: int | None = None) -> Schedule:
+                                 num_sms: int = 132, batch: int = 1, K: int | None = None,
+                                 batched: bool = False) -> Schedule:
     """The block-scaled kernel's schedule, from benchmarks/results/blockscaled_small_m.md and
     blockscaled_tiles.md (H100): for M <= ``_SWAP_AB_MAX_M`` swap-AB on 64 rows of N by 16 or
     32 tokens; for M <= ``_SMALL_M`` 64-row tiles on one consumer warpgroup unless 128-row
@@ -740,6 +741,8 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
     or ``_WIDE_STAGES``) as ``smem_limit`` (sm_90: 227 KiB) holds with this output. Other
     multiples of 16 than these run too (a schedule may name one) but measured slower on
     DeepGEMM's shapes.
+    ``batched``: for the batched kernel (``blockscaled_bmm``, a batch of one included), which
+    runs neither Stream-K nor split-K: those rules, and block_k 256, apply to a single GEMM only.
     Cached: it builds several Schedules (about 0.1 ms of host time uncached)."""
     known = N is not None and M > 0 and N > 0 and batch > 0
     fp8 = torch.float8_e4m3fn
@@ -751,8 +754,9 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         count = tiles(block_m, block_n)
         return count / (-(-count // num_sms) * num_sms)
 
-    deep_k = batch == 1 and K is not None and K % (2 * _SCALE_BLOCK) == 0  # two scale blocks fit a K-iteration
-    streamk = (known and batch == 1 and K is not None and K >= _STREAMK_MIN_K
+    single = batch == 1 and not batched  # the single-GEMM kernel, which alone runs Stream-K and split-K
+    deep_k = single and K is not None and K % (2 * _SCALE_BLOCK) == 0  # two scale blocks fit a K-iteration
+    streamk = (known and single and K is not None and K >= _STREAMK_MIN_K
                and not (M > _SWAP_AB_MAX_M and deep_k) and tiles(64, 64) <= _STREAMK_FILL * num_sms)
     if M <= _SWAP_AB_MAX_M:
         s = Schedule(block_m=64, block_n=16 if M <= 16 else 32, block_k=_SCALE_BLOCK, num_stages=8,
@@ -918,7 +922,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     sms = device_sms if num_sms is None else num_sms
     if schedule is None:
         schedule = default_blockscaled_schedule(M, out_dtype, smem_limit, N=N, K=K, num_sms=sms,
-                                                batch=batch[0] if batch else 1)
+                                                batch=batch[0] if batch else 1, batched=batched)
     elif schedule.num_sms is not None:
         sms = schedule.num_sms
     _check_streamk_programs(schedule, sms, device_sms)
