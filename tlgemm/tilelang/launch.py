@@ -772,6 +772,7 @@ def default_blockscaled_schedule(M: int, out_dtype=torch.bfloat16, smem_limit: i
         block_n, raster, group = 128, "m", Schedule.group_size_m
         stages = _WIDE_STAGES if warpgroups == 2 else 8
         wave_stages, wave_group = (3, 8) if K is not None and K <= _WAVES_SHALLOW_MAX_K else (_WIDE_STAGES, 16)
+
         def narrower_fills(block_m: int, block_n: int) -> bool:
             narrow_fill = fill(128, 128)
             return K >= _NARROW_MIN_K and narrow_fill >= _FILL_FLOOR and narrow_fill * _NARROW_PER_FLOP > fill(
