@@ -332,6 +332,9 @@ class _Plan:
     out_dtype: torch.dtype
     target: Target
     fallbacks: tuple[Schedule, ...] = ()  # select()'s next candidates, tried if the backend rejects `schedule`
+    #: for an autotune cache entry: select()'s candidates, computed only if the backend rejects it
+    #: (the entry was tuned for other operand layouts, e.g. a block_n no power of two with B MN-major)
+    reselect: Callable[[], tuple[Schedule, ...]] | None = None
 
 
 _PLANS: dict[tuple, _Plan] = {}
@@ -407,19 +410,27 @@ _MAX_FALLBACKS = 7
 
 
 def _choose_schedule(op, backend, M, N, K, dtypes, target, schedule, info, use_cache):
-    """(schedule, fallbacks): the caller's, the autotune cache's or select()'s best runnable one."""
+    """(schedule, fallbacks, reselect): the caller's, the autotune cache's (select()'s candidates
+    computed only should the backend reject it) or select()'s best runnable one."""
     if schedule is not None:
         info["schedule"] = "given by the caller"
-        return schedule, ()
+        return schedule, (), None
     if op == "blockscaled":
         info["schedule"] = "chosen by the block-scaled launcher (schedule=None)"
-        return None, ()
+        return None, (), None
     use_cache = use_cache and not target.analysis and target.vendor != "interpreter" and op != "bmm"
     if use_cache:
         hit = AutotuneCache().get(target.name, backend, dtypes, M, N, K)
         if hit is not None and runs_schedule(backend, op, hit):
             info["schedule"] = f"autotune cache entry for {target.name}, {backend}, {dtypes}, shape bucket of M={M}"
-            return hit, ()
+            return hit, (), lambda: _selected(op, backend, M, N, K, dtypes, target, {}, use_cache)
+    chosen, *fallbacks = _selected(op, backend, M, N, K, dtypes, target, info, use_cache)
+    return chosen, tuple(fallbacks), None
+
+
+def _selected(op, backend, M, N, K, dtypes, target, info, use_cache) -> tuple[Schedule, ...]:
+    """select()'s best runnable schedule and its fallbacks: the next ``_MAX_FALLBACKS`` and the
+    best with a power-of-two block_n."""
     m_min, bucket = m_bucket(M)
     selection = select(bucket, N, K, dtypes, target.num_sms, target.smem_bytes, explain=True, m_min=m_min)
     runnable = list(dict.fromkeys(c.schedule for c in selection.candidates if runs_schedule(backend, op, c.schedule)))
@@ -437,7 +448,7 @@ def _choose_schedule(op, backend, M, N, K, dtypes, target, schedule, info, use_c
     pow2 = next((s for s in runnable if s.has_pow2_block_n), None)
     if pow2 is not None and pow2 not in (runnable[0], *fallbacks):
         fallbacks.append(pow2)  # the TileLang GEMM takes other widths only with B K-major
-    return runnable[0], tuple(fallbacks)
+    return (runnable[0], *fallbacks)
 
 
 def _check_schedule(schedule) -> None:
@@ -470,8 +481,8 @@ def _make_plan(op, M, N, K, a_dtype, b_dtype, out_dtype, device, backend, schedu
     fn = _backend_kernel(name, op)
     if fn is None:
         raise NotImplementedError(f"backend: tlgemm.{name} has no {_KERNEL[op]} kernel in this installation")
-    chosen, fallbacks = _choose_schedule(op, name, M, N, K, _dtype_key(a_dtype, b_dtype, out_dtype, tf32), target,
-                                         schedule, info, use_cache)
+    chosen, fallbacks, reselect = _choose_schedule(op, name, M, N, K, _dtype_key(a_dtype, b_dtype, out_dtype, tf32),
+                                                   target, schedule, info, use_cache)
     if op == "blockscaled":
         def launch(a, b, schedule, out, scale_a, scale_b, bias):
             return fn(a, b.mT, scale_a, scale_b, schedule, out=out, out_dtype=out.dtype, bias=bias,
@@ -481,7 +492,7 @@ def _make_plan(op, M, N, K, a_dtype, b_dtype, out_dtype, device, backend, schedu
 
         def launch(a, b, schedule, out, scale_a, scale_b, bias):
             return fn(a, b, schedule, out=out, scale_a=scale_a, scale_b=scale_b, bias=bias, **extra)
-    return _Plan(op, name, launch, chosen, out_dtype, target, fallbacks)
+    return _Plan(op, name, launch, chosen, out_dtype, target, fallbacks, reselect)
 
 
 # ---- operands and launch ------------------------------------------------------------------
@@ -620,20 +631,29 @@ def _plan_key(op, rows, N, K, a, b, out_dtype, backend, schedule, tf32) -> tuple
 
 
 def _first_launch(plan: _Plan, a, b, out, scale_a, scale_b, bias) -> _Plan:
-    """Launch a new plan; when the backend rejects select()'s schedule ("schedule: ..."
-    errors, e.g. shared memory beyond the device's), the next candidate runs. Returns the
-    plan that ran, to be cached."""
+    """Launch a new plan; when the backend rejects its schedule ("schedule: ..." errors, e.g.
+    shared memory beyond the device's), the next candidate runs: select()'s fallbacks, or, for
+    an autotune cache entry, select()'s candidates (``_Plan.reselect``). A schedule with no
+    candidate after it (the caller's) raises the backend's own error. Returns the plan that
+    ran, to be cached."""
     rejected = []
-    for schedule in (plan.schedule, *plan.fallbacks):
+    candidates = [plan.schedule, *plan.fallbacks]
+    while candidates:
+        schedule = candidates.pop(0)
         try:
             plan.launch(a, b, schedule, out, scale_a, scale_b, bias)
         except (ValueError, NotImplementedError) as err:
-            if not plan.fallbacks or not str(err).startswith("schedule:"):
+            if not str(err).startswith("schedule:"):
+                raise
+            if not candidates and plan.reselect is not None:
+                candidates = [s for s in plan.reselect() if s != schedule]
+                plan = replace(plan, reselect=None)
+            if not rejected and not candidates:
                 raise
             rejected.append(f"{schedule}: {err}")
             continue
-        return replace(plan, schedule=schedule, fallbacks=())
-    raise ValueError(f"schedule: the {plan.backend} backend rejected select()'s {len(rejected)} best candidates; "
+        return replace(plan, schedule=schedule, fallbacks=(), reselect=None)
+    raise ValueError(f"schedule: the {plan.backend} backend rejected all {len(rejected)} candidates; "
                      f"first: {rejected[0]}")
 
 

@@ -124,6 +124,22 @@ def test_autotune_cache_entry_is_used(fake_gpu, generator):
         "Fake H100", "cuda", "sm_90", 132, 232448)))
 
 
+def test_autotune_cache_entry_the_backend_rejects_falls_back_to_select(fake_gpu, generator):
+    """An autotune cache entry the backend rejects for this call ("schedule: ..."; e.g. a block_n
+    no power of two, tuned with B K-major, for a B MN-major) is followed by select()'s candidates,
+    computed only then; the plan keeps the one that ran."""
+    tuned = Schedule(block_m=128, block_n=144, num_stages=4, num_warpgroups=2).persistent(132)
+    AutotuneCache().put("Fake H100", "tilelang", ("bfloat16", "bfloat16", "bfloat16"), 128, 256, 512, tuned)
+    fake_gpu.tilelang.reject.add(tuned)
+    a, b = _ab(100, 256, 512, generator=generator)
+    out = tlgemm.matmul(a, b)
+    ran = fake_gpu.tilelang.calls[-1][3]
+    assert ran != tuned and fake_gpu.selects == 1 and len(fake_gpu.tilelang.calls) == 1
+    assert_gemm_close(out, reference_gemm(a.double(), b.double()), torch.bfloat16)
+    tlgemm.matmul(a, b)
+    assert fake_gpu.tilelang.calls[-1][3] == ran and fake_gpu.selects == 1
+
+
 @pytest.mark.parametrize("make, copied", [
     (lambda: torch.randn(64, 32, dtype=torch.float16), False),
     (lambda: torch.randn(32, 64, dtype=torch.float16).t(), False),
