@@ -82,6 +82,18 @@ def test_zero_and_tiny_blocks_get_finite_positive_scales():
     assert torch.equal(q[0].float(), torch.zeros(256))
 
 
+def test_a_nan_makes_its_block_non_finite():
+    """A NaN must not be quantised as a block of scale 1 (which clamps its other values to
+    the format's maximum): its block's scale, and so every value of the block, is NaN."""
+    x = torch.ones(2, 256)
+    x[0, 5] = float("nan")
+    x[0, 6:9] = torch.tensor([1000.0, -3000.0, 1e-4])
+    q, scales = quantize_fp8_blockwise(x, (1, 128))
+    assert torch.isnan(scales[0, 0]) and bool(torch.isnan(q[0, :128].float()).all())
+    assert bool(torch.isfinite(scales[0, 1])) and bool(torch.isfinite(scales[1]).all())
+    assert torch.equal(q[1].float(), torch.full((256,), 448.0))
+
+
 def test_blocks_larger_than_the_tensor_are_one_block_along_it(generator):
     """A block beyond a dimension covers all of it, at the tensor's cost: a block of 2**40
     columns would need terabytes if it were padded to whole blocks."""

@@ -70,7 +70,7 @@ def _input_dtype(name: str):
         raise ValueError(f"--dtype: {name!r} is not one of {', '.join(_DTYPES)}")
     dtype, tf32 = _DTYPES[name]
     if tf32:
-        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cuda.matmul.fp32_precision = "tf32"
     return getattr(torch, dtype)
 
 
@@ -183,12 +183,13 @@ def cmd_run(args) -> int:
     from triton.testing import do_bench
 
     import tlgemm
+    from tlgemm._checks import matmul_uses_tf32
     from tlgemm.api import _operands
     from tlgemm.testing import assert_gemm_close, reference_gemm
 
     device = _gpu("tlgemm run")
     dtype, out_dtype = _input_dtype(args.dtype), _output_dtype(args.out_dtype)
-    tf32 = dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+    tf32 = dtype == torch.float32 and matmul_uses_tf32()
     a, b = _operands(args.M, args.N, args.K, dtype, args.layout, device)
     out = tlgemm.matmul(a, b, out_dtype=out_dtype, backend=args.backend)
     explanation = tlgemm.explain(a, b, out_dtype=out_dtype, backend=args.backend)

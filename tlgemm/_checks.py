@@ -14,6 +14,15 @@ FLOAT_OUT = (torch.float32, torch.float16, torch.bfloat16)
 SCALE_BLOCK = 128
 
 
+def matmul_uses_tf32() -> bool:
+    """Whether torch.matmul computes float32 in TF32: ``torch.backends.cuda.matmul.fp32_precision``
+    (torch >= 2.9, resolved through ``torch.backends.fp32_precision``; once that API has set it,
+    reading the legacy ``allow_tf32`` raises), else ``allow_tf32``."""
+    matmul = torch.backends.cuda.matmul
+    precision = getattr(matmul, "fp32_precision", None)
+    return precision == "tf32" if precision is not None else bool(matmul.allow_tf32)
+
+
 def output_dtype(a_dtype, out_dtype, epilogue: bool):
     """The output dtype: ``out_dtype``, else bf16 for fp8 inputs, int32 for int8, the input's
     otherwise; int32 output (int8 inputs only) takes no scale/bias epilogue."""
@@ -45,7 +54,9 @@ def vector(name, v, lengths, dtypes, device, first="a"):
 def check_no_overlap(name, t):
     """Raise where ``t``'s strides make two of its elements one memory location: ordered by
     stride, each axis of size > 1 must step past the last element the smaller-stride axes
-    reach."""
+    reach. An empty tensor has no elements to overlap."""
+    if t.numel() == 0:
+        return
     span = 0
     for size, stride in sorted((d for d in zip(t.shape, t.stride()) if d[0] > 1), key=lambda d: d[1]):
         if stride <= span:

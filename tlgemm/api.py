@@ -7,7 +7,8 @@ naming the argument and the rule.
 Dtypes   a, b: float32, float16, bfloat16 (a and b alike), float8_e4m3fn / float8_e5m2 (may
          mix), int8. out_dtype: float32, float16, bfloat16; int8 inputs also int32. Defaults:
          the input's dtype, bfloat16 for fp8, int32 for int8 (scaled_mm: bfloat16). float32
-         inputs use TF32 when torch.backends.cuda.matmul.allow_tf32 is set (as torch.matmul);
+         inputs use TF32 when torch.matmul does (torch.backends.cuda.matmul.fp32_precision "tf32",
+         or allow_tf32 where torch predates that API);
          TileLang has no full-precision float32 path, so with TF32 off "auto" takes Triton and
          backend="tilelang" is an error. addmm takes 16/32-bit floats; scaled_mm 8-bit inputs.
 Devices  every tensor on one CUDA (or ROCm) device. CPU tensors are an error, except under
@@ -68,7 +69,7 @@ import torch
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import SCALE_BLOCK, check_no_overlap, may_share_memory, remember, signature
+from tlgemm._checks import SCALE_BLOCK, check_no_overlap, matmul_uses_tf32, may_share_memory, remember, signature
 from tlgemm.schedules import AutotuneCache, Schedule, Selection, cdiv, m_bucket, num_programs, select
 
 __all__ = ["matmul", "addmm", "bmm", "scaled_mm", "explain", "autotune", "Explanation", "AutotuneResult",
@@ -358,7 +359,7 @@ def _repeat_key(a, b, out, out_dtype, backend, schedule) -> tuple:
     less per argument on the hot path). Raises AttributeError for a non-tensor and, on
     lookup, TypeError for an unhashable argument: the caller then takes the full path, which
     names it."""
-    return (backend, schedule, out_dtype, a.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32,
+    return (backend, schedule, out_dtype, a.dtype == torch.float32 and matmul_uses_tf32(),
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16 == 0,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() % 16 == 0, signature(out))
 
@@ -373,7 +374,7 @@ def _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32) -> tuple[str
     if not target.hopper:
         hard = f"{target.arch} is not sm_90: TileLang's kernels issue wgmma (Hopper only)"
     elif a_dtype == torch.float32 and not tf32:
-        hard = ("float32 inputs with TF32 off (torch.backends.cuda.matmul.allow_tf32 is False): "
+        hard = ("float32 inputs with TF32 off (torch.backends.cuda.matmul.fp32_precision is not 'tf32'): "
                 "wgmma has no full-precision float32 path")
     else:
         try:
@@ -491,7 +492,8 @@ def _make_plan(op, M, N, K, a_dtype, b_dtype, out_dtype, device, backend, schedu
         extra = {"allow_tf32": tf32} if name == "triton" else {}
 
         def launch(a, b, schedule, out, scale_a, scale_b, bias):
-            return fn(a, b, schedule, out=out, scale_a=scale_a, scale_b=scale_b, bias=bias, **extra)
+            return fn(a, b, schedule, out=out, scale_a=scale_a, scale_b=scale_b, bias=bias, num_sms=target.num_sms,
+                      **extra)
     return _Plan(op, name, launch, chosen, out_dtype, target, fallbacks, reselect)
 
 
@@ -592,7 +594,7 @@ def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=N
         if schedule is not None:
             _check_schedule(schedule)
         device, a_dtype = a.device, a.dtype
-        tf32 = a_dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+        tf32 = a_dtype == torch.float32 and matmul_uses_tf32()
         rows = batch * M
         key = _plan_key(op, rows, N, K, a, b, out_dtype, backend, schedule, tf32)
         plan = _PLANS.get(key)
@@ -713,8 +715,8 @@ def _addmm_eager(bias, a, b, alpha=1.0, beta=1.0, out=None, out_dtype=None, back
         after = bias
     elif beta != 0:
         kernel_bias = bias.reshape(1).expand(N) if route == "scalar" else bias.reshape(N)
-        if beta != 1:
-            kernel_bias = kernel_bias * beta
+        if beta != 1:  # scaled in float32: beta·bias may overflow (or round in) the bias's own dtype
+            kernel_bias = kernel_bias.float() * beta
     result = _gemm("addmm", a, b, M, N, K, 1, out, out_dtype, backend, schedule, scale_a=scale_a, bias=kernel_bias)
     return result if after is None else result.add_(after, alpha=beta)
 
@@ -928,7 +930,8 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
     3-D inputs, else matmul. Tensors may be on the meta device (no data needed). gpu: None
     (the tensors' CUDA device; sm90 for CPU/meta tensors), a key of TARGETS ("sm90", "sm80",
     "gfx942"), "cuda[:N]", or a Target (e.g. with another SM count)."""
-    ndim = a.dim() if isinstance(a, torch.Tensor) and a.dim() == 3 else 2
+    plain = bias is None and scale_a is None and scale_b is None  # addmm and scaled_mm take matrices only
+    ndim = 3 if plain and isinstance(a, torch.Tensor) and a.dim() == 3 else 2
     M, N, K, batch = _check_pair(a, b, ndim)
     epilogue = "none"
     if scale_a is not None or scale_b is not None:
@@ -957,7 +960,7 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
         return Explanation(_PUBLIC[op], f"{dims}, {_name(a.dtype)} @ {_name(b.dtype)} -> {_name(dtype)}", target,
                            "none", None, "none: an empty problem returns zeros (or the bias) without a launch", "none",
                            ("M, N, K or the batch is 0",), None)
-    tf32 = a.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+    tf32 = a.dtype == torch.float32 and matmul_uses_tf32()
     info: dict = {}
     plan = _make_plan(op, batch * M, N, K, a.dtype, b.dtype, out_dtype, a.device, backend, schedule, tf32,
                       target=target, info=info)
@@ -971,7 +974,7 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
     if a.device.type != "cuda":
         reasons.append(f"the tensors are on {a.device}: analysed for {target.name} ({target.arch})")
     if tf32:
-        reasons.append("float32 inputs computed in TF32 (torch.backends.cuda.matmul.allow_tf32)")
+        reasons.append("float32 inputs computed in TF32 (torch.backends.cuda.matmul.fp32_precision)")
     majors = []
     for name, t in (("a", a), ("b", b)):
         if plan.backend == "tilelang":
@@ -1092,7 +1095,7 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
     jobs = []
     for dtype in list(dtypes) if isinstance(dtypes, (list, tuple)) else [dtypes]:
         for M, N, K in shape_list:
-            tf32 = dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+            tf32 = dtype == torch.float32 and matmul_uses_tf32()
             info: dict = {}
             plan = _make_plan("matmul", M, N, K, dtype, dtype, out_dtype, device, backend, None, tf32,
                               target=target, info=info, use_cache=False)

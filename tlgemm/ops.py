@@ -49,23 +49,26 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
                                 api._schedule_from_arg(schedule))
 
 
-# ---- fake implementations: shapes and dtypes, no data -----------------------------------
+# ---- fake implementations: shapes and dtypes, and the argument checks that need no data ----
 
 
 @matmul.register_fake
 def _matmul_fake(a, b, out_dtype=None, backend="auto", schedule=None):
+    api._check_backend(backend)
     M, N, _, _ = api._check_pair(a, b, 2)
     return a.new_empty((M, N), dtype=api._result_dtype("matmul", a.dtype, b.dtype, out_dtype))
 
 
 @bmm.register_fake
 def _bmm_fake(a, b, out_dtype=None, backend="auto", schedule=None):
+    api._check_backend(backend)
     M, N, _, batch = api._check_pair(a, b, 3)
     return a.new_empty((batch, M, N), dtype=api._result_dtype("bmm", a.dtype, b.dtype, out_dtype))
 
 
 @addmm.register_fake
 def _addmm_fake(bias, a, b, alpha=1.0, beta=1.0, out_dtype=None, backend="auto", schedule=None):
+    api._check_backend(backend)
     M, N, _, _ = api._check_pair(a, b, 2)
     api._bias_route(bias, M, N, a.device)
     return a.new_empty((M, N), dtype=api._result_dtype("addmm", a.dtype, b.dtype, out_dtype))
@@ -73,6 +76,7 @@ def _addmm_fake(bias, a, b, alpha=1.0, beta=1.0, out_dtype=None, backend="auto",
 
 @scaled_mm.register_fake
 def _scaled_mm_fake(a, b, scale_a, scale_b, bias=None, out_dtype=None, backend="auto", schedule=None):
+    api._check_backend(backend)
     M, N, K, _ = api._check_pair(a, b, 2)
     op = "blockscaled" if api._scale_kind(scale_a, scale_b, M, N, K, a.device) else "scaled_mm"
     if bias is not None:

@@ -82,7 +82,7 @@ def quantize_fp8_blockwise(x: torch.Tensor, block=(1, 128), dtype: torch.dtype =
     # A tensor divisor: CUDA divides by a Python scalar as a multiplication by its reciprocal,
     # which rounds differently from the CPU's division; elementwise division is IEEE on both.
     scales = amax / torch.full_like(amax, fp8_max)
-    scales = torch.where(scales > 0, scales, torch.ones_like(scales))
+    scales = torch.where(scales == 0, torch.ones_like(scales), scales)  # an all-zero block; NaN stays NaN
     scaled = x.to(torch.float32) / _expand(scales, br, bc, rows, cols)
     return scaled.clamp(-fp8_max, fp8_max).to(dtype), scales
 

@@ -62,11 +62,11 @@ class FakeBackend:
 @pytest.fixture(autouse=True)
 def _keep_tf32():
     """Tests (and `tlgemm explain --dtype tf32`) switch TF32 by assignment: restore it after
-    each. (monkeypatch cannot: allow_tf32 is a property of torch's cuBLASModule, and
+    each. (monkeypatch cannot: fp32_precision is a property of torch's cuBLASModule, and
     pytest >= 9.2 undoes such a setattr with delattr.)"""
-    saved = torch.backends.cuda.matmul.allow_tf32
+    saved = torch.backends.cuda.matmul.fp32_precision
     yield
-    torch.backends.cuda.matmul.allow_tf32 = saved
+    torch.backends.cuda.matmul.fp32_precision = saved
 
 
 @pytest.fixture

@@ -70,9 +70,9 @@ def test_explain_variants(argv, expected, capsys):
 
 
 def test_explain_dtype_tf32_turns_tf32_on(monkeypatch):
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
     cli.main(["explain", "64", "64", "64", "--dtype", "tf32"])
-    assert torch.backends.cuda.matmul.allow_tf32
+    assert torch.backends.cuda.matmul.fp32_precision == "tf32"
 
 
 @pytest.mark.skipif(not _tilelang_kernel_source(), reason="tlgemm.tilelang.kernel_source is not in this checkout yet")

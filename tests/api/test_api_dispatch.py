@@ -285,10 +285,10 @@ def test_int8_and_fp8_defaults(fake_gpu, generator):
 
 def test_tf32_follows_torch(fake_gpu, monkeypatch, generator):
     a, b = _ab(32, 32, 64, dtype=torch.float32, generator=generator)
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
     tlgemm.matmul(a, b)
     assert fake_gpu.triton.calls[-1][4]["allow_tf32"] is False
-    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
     tlgemm.matmul(a, b)
     assert fake_gpu.tilelang.calls  # TF32 allowed: TileLang's wgmma.tf32
     assert "tf32" in tlgemm.explain(a, b).instruction

@@ -42,7 +42,7 @@ def _out_dtype(dtype):
 
 @pytest.fixture
 def tf32(monkeypatch):
-    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
 
 
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])

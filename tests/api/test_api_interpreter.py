@@ -60,6 +60,22 @@ SCRIPT = textwrap.dedent(r"""
         out = tlgemm.scaled_mm(a, w.t(), sa, sb, out_dtype=torch.float32)
         assert_gemm_close(out, deq_a @ deq_w.T, E4M3, what="scaled_mm block-wise")
 
+    a = torch.ones(4, 16, dtype=torch.float16)
+    b = torch.full((16, 8), -1000.0, dtype=torch.float16)
+    bias = torch.full((8,), 40000.0, dtype=torch.float16)  # beta·bias = 80000 is beyond float16, the result is not
+    out = tlgemm.addmm(bias, a, b, beta=2.0, out_dtype=torch.float32)
+    assert torch.equal(out, torch.full((4, 8), 64000.0)), "addmm: beta scales a vector bias in float32"
+
+    a, b = operands(33, 40, 64, torch.int8, "nt")
+    out = poisoned((33, 40), torch.bfloat16, "cpu")
+    tlgemm.matmul(a, b, out=out)
+    assert_gemm_close(out, reference_gemm(a, b), torch.bfloat16, what="int8 to bfloat16")
+
+    a, b = operands(40, 48, 64, torch.float16, "nn")
+    schedule = tlgemm.schedules.Schedule(block_m=32, block_n=32, block_k=32).persistent()
+    out = tlgemm.matmul(a, b, schedule=schedule)
+    assert_gemm_close(out, reference_gemm(a, b), torch.float16, what="persistent schedule without num_sms")
+
     print("interpreted ok")
 """)
 

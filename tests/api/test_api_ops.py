@@ -68,6 +68,13 @@ def test_fake_implementation_under_fake_tensor_mode():
             torch.ops.tlgemm.addmm(torch.empty(24), a.to(E4M3), b.to(E4M3))
         with pytest.raises(ValueError, match=r"bias: scaled_mm takes a 1-D \[N\] = \[24\] bias"):
             torch.ops.tlgemm.scaled_mm(a.to(E4M3), b.to(E4M3), torch.ones(1), torch.ones(1), torch.empty(9, 24))
+        for call in (lambda: torch.ops.tlgemm.matmul(a, b, None, "cuda"),
+                     lambda: torch.ops.tlgemm.bmm(a[None], b[None], None, "cuda"),
+                     lambda: torch.ops.tlgemm.addmm(torch.empty(24), a, b, 1.0, 1.0, None, "cuda"),
+                     lambda: torch.ops.tlgemm.scaled_mm(a.to(E4M3), b.to(E4M3), torch.ones(1), torch.ones(1),
+                                                        None, None, "cuda")):
+            with pytest.raises(ValueError, match=r"backend: expected 'auto', 'tilelang' or 'triton', got 'cuda'"):
+                call()
 
 
 class MLP(torch.nn.Module):

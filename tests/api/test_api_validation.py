@@ -173,8 +173,36 @@ def test_explicit_tilelang_off_hopper_is_an_error():
         tlgemm.explain(a, b, backend="tilelang", gpu="sm80")
 
 
+def test_explain_rejects_a_batch_with_bias_or_scales():
+    """addmm and scaled_mm take matrices: explaining them on 3-D inputs is the calls' error."""
+    a, b = _meta(2, 8, 16), _meta(2, 16, 4)
+    with pytest.raises(ValueError, match=r"a: expected a 2-D tensor \[M, K\], got shape \[2, 8, 16\]"):
+        tlgemm.explain(a, b, bias=_meta(4))
+    with pytest.raises(ValueError, match=r"a: expected a 2-D tensor \[M, K\], got shape \[2, 8, 16\]"):
+        tlgemm.explain(a.to(E4M3), b.to(E4M3), scale_a=_meta(1, dtype=torch.float32), scale_b=_meta(1, dtype=torch.float32))
+    assert tlgemm.explain(a, b).op == "bmm"
+
+
+def test_tf32_follows_torch_global_precision():
+    """torch.backends.fp32_precision (torch's newer TF32 API) switches TF32 as torch.matmul sees
+    it; reading the legacy allow_tf32 after it raises in torch, so tlgemm must not."""
+    saved = torch.backends.fp32_precision
+    try:
+        torch.backends.fp32_precision = "tf32"
+        a, b = _meta(64, 64, dtype=torch.float32), _meta(64, 64, dtype=torch.float32)
+        assert tlgemm.explain(a, b).backend == "tilelang"
+    finally:
+        torch.backends.fp32_precision = saved
+
+
+def test_empty_out_may_have_a_zero_stride():
+    a, b = torch.randn(64, 0, dtype=torch.bfloat16), torch.randn(0, 0, dtype=torch.bfloat16)
+    out = torch.empty(1, 0, dtype=torch.bfloat16).expand(64, 0)
+    assert tlgemm.matmul(a, b, out=out) is out
+
+
 def test_tilelang_needs_tf32_for_float32(monkeypatch):
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
     a, b = _meta(64, 64, dtype=torch.float32), _meta(64, 64, dtype=torch.float32)
     with pytest.raises(ValueError, match=r"float32 inputs with TF32 off .*wgmma has no full-precision"):
         tlgemm.explain(a, b, backend="tilelang")

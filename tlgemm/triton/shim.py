@@ -21,6 +21,9 @@ Facts relied on (Triton 3.6.0, ``triton/language/core.py`` and ``runtime/``):
   ``int()`` of a 1-element array. ``_patch_interpreter`` makes it ``int(data.item())``.
 * The interpreter stores bfloat16 as raw uint16 bits and its ``create_dot`` multiplies
   those bits as integers; ``_patch_interpreter`` widens bfloat16 dot operands to float32.
+  Its ``cast_impl`` converts bits properly only between bfloat16 and float32 (an int32
+  accumulator cast to bfloat16 became its integer value's bits); ``_patch_interpreter``
+  routes every other cast from or to bfloat16 through float32.
 """
 
 from __future__ import annotations
@@ -51,12 +54,13 @@ def _bound(fn):
 
 
 def _patch_interpreter():
-    """Apply the two interpreter repairs of the module notes (last two; once per process)."""
+    """Apply the interpreter repairs of the module notes (the last three; once per process)."""
     from triton.runtime import interpreter
 
     if getattr(interpreter, "_tlgemm_patched", False):
         return
-    patch_lang_tensor, create_dot = interpreter._patch_lang_tensor, interpreter.InterpreterBuilder.create_dot
+    builder = interpreter.InterpreterBuilder
+    patch_lang_tensor, create_dot, cast_impl = interpreter._patch_lang_tensor, builder.create_dot, builder.cast_impl
 
     def patched_lang_tensor(tensor, scope):
         patch_lang_tensor(tensor, scope)
@@ -71,8 +75,15 @@ def _patch_interpreter():
     def patched_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
         return create_dot(self, widened(a), widened(b), d, input_precision, max_num_imprecise_acc)
 
+    def patched_cast(self, src, dst_type):
+        ends = (src.dtype.scalar, dst_type.scalar)
+        if tl.bfloat16 in ends and tl.float32 not in ends and ends[0] != ends[1]:
+            src = cast_impl(self, src, tl.float32)
+        return cast_impl(self, src, dst_type)
+
     interpreter._patch_lang_tensor = patched_lang_tensor
-    interpreter.InterpreterBuilder.create_dot = patched_dot
+    builder.create_dot = patched_dot
+    builder.cast_impl = patched_cast
     interpreter._tlgemm_patched = True
 
 
