@@ -35,13 +35,17 @@ BLOCK_N_STEP = 16
 MAX_THREADS = 1024  # threads per CTA (CUDA and HIP limit)
 CLUSTER_SIZES = (1, 2)  # programs per thread-block cluster (Schedule.cluster_m)
 _WARPGROUP_THREADS = 128
+INT32_MAX = 2**31 - 1
 
 
 def _require_int(name: str, value: Any, minimum: int) -> None:
+    """An int in [minimum, 2**31 - 1]: the kernels receive every field as a 32-bit integer."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"Schedule.{name} must be an int, got {value!r} ({type(value).__name__})")
     if value < minimum:
         raise ValueError(f"Schedule.{name} must be >= {minimum}, got {value}")
+    if value > INT32_MAX:
+        raise ValueError(f"Schedule.{name} must be <= 2**31 - 1 (the kernels take it as an int32), got {value}")
 
 
 def _require_bool(name: str, value: Any) -> None:

@@ -51,6 +51,25 @@ def vector(name, v, lengths, dtypes, device, first="a"):
     return v.reshape(-1)
 
 
+INT32_MAX = 2**31 - 1
+
+
+def check_int32_walk(schedule, tiles_m: int, tiles_n: int, iterations: int) -> None:
+    """ValueError where a launch's tile walk leaves the kernels' int32 arithmetic: a raster
+    group's tiles (group_size_m · the tiles across it), and under Stream-K the K-iterations of
+    all tiles, which it numbers globally (tiles · ``iterations`` per tile)."""
+    across, along = (tiles_n, tiles_m) if schedule.raster == "m" else (tiles_m, tiles_n)
+    if schedule.group_size_m * across > INT32_MAX:
+        lines = "rows" if schedule.raster == "m" else "columns"
+        raise ValueError(
+            f"schedule: group_size_m={schedule.group_size_m} tile {lines} of {across} tiles each exceed the kernels' "
+            f"int32 tile arithmetic; here {along} tile {lines} or more make one group: use group_size_m={along}")
+    if schedule.streamk_tiles and tiles_m * tiles_n * iterations > INT32_MAX:
+        raise ValueError(
+            f"schedule: Stream-K numbers the K-iterations of all {tiles_m * tiles_n} tiles ({iterations} each) in "
+            "int32, more than 2**31 - 1; use larger tiles or block_k, or no Stream-K")
+
+
 def check_no_overlap(name, t):
     """Raise where ``t``'s strides make two of its elements one memory location: ordered by
     stride, each axis of size > 1 must step past the last element the smaller-stride axes

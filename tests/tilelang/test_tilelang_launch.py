@@ -4,6 +4,7 @@ the product exact, its validation names the argument, and its Stream-K workspace
 import pytest
 import torch
 
+from tlgemm._checks import check_int32_walk
 from tlgemm.schedules import Schedule
 from tlgemm.tilelang import blockscaled_bmm, blockscaled_matmul, bmm, matmul
 from tlgemm.tilelang import launch
@@ -66,6 +67,23 @@ def test_cpu_tensors_are_rejected():
     a = torch.randn(8, 8, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="a: on cpu"):
         matmul(a, a, Schedule().persistent())
+
+
+def test_tile_walk_must_fit_int32():
+    """Both launchers refuse a tile walk the kernels' int32 arithmetic cannot number
+    (``check_int32_walk``): Stream-K's K-iterations of all tiles, a raster group's tiles."""
+    streamk = Schedule(block_m=64, block_n=16, block_k=16).persistent().streamk(10**6)
+    with pytest.raises(ValueError, match=r"schedule: Stream-K numbers the K-iterations of all 2097152 tiles \(1024 "):
+        check_int32_walk(streamk, 2**11, 2**10, 2**10)
+    check_int32_walk(streamk, 2**11, 2**10, 2**10 - 1)
+    check_int32_walk(streamk.streamk(0), 2**11, 2**10, 2**20)
+    grouped = Schedule(block_m=64, block_n=16, block_k=64, group_size_m=2**20).persistent()
+    with pytest.raises(ValueError, match=r"schedule: group_size_m=1048576 tile rows of 2048 tiles each exceed .*"
+                                         r"here 512 tile rows or more make one group: use group_size_m=512"):
+        check_int32_walk(grouped, 512, 2048, 1)
+    check_int32_walk(grouped, 512, 2047, 1)
+    with pytest.raises(ValueError, match=r"group_size_m=1048576 tile columns of 2048 tiles each"):
+        check_int32_walk(grouped.map("grouped_n", 2**20), 2048, 512, 1)
 
 
 @pytest.mark.parametrize("a, b, match", [

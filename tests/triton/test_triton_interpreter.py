@@ -186,6 +186,20 @@ def test_streamk_reuses_its_workspace(interp, generator):
         assert partials.shape == (4, 2, 32, 32) and counters.tolist() == [0] * 6
 
 
+def test_streamk_counters_cover_the_split_tiles_only(interp, generator):
+    """streamk_tiles beyond the tile count means every tile (``Schedule.streamk``): one counter
+    per split tile, not streamk_tiles of them (10**9 would ask for 4 GB)."""
+    M, N, K = 40, 40, 64
+    s = Schedule(block_m=32, block_n=32, block_k=32).streamk(10**9).persistent(3)
+    a = random_operand((M, K), torch.float32, generator=generator)
+    b = random_operand((K, N), torch.float32, generator=generator)
+    out = poisoned((M, N), torch.float32, "cpu")
+    interp.triton.streamk_matmul(a, b, s, out=out)
+    assert_gemm_close(out, reference_gemm(a, b), torch.float32)
+    (_, counters), = [w for k, w in _STREAM_WORKSPACES.items() if k[2:7] == ("triton", 3, 32, 32, 4)]
+    assert counters.tolist() == [0] * 4
+
+
 @pytest.mark.parametrize("M, N, K, tiles, sms", [(96, 64, 300, 6, 4), (96, 64, 300, 6, 9), (64, 64, 500, 4, 3),
                                                  (32, 32, 160, 1, 4)])
 def test_streamk_fixup_stores_each_split_tile_once(interp, M, N, K, tiles, sms):

@@ -18,7 +18,7 @@ import torch
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from triton.runtime.errors import OutOfResources
+from triton.runtime.errors import OutOfResources, PTXASError
 
 from tlgemm.schedules import Schedule
 from tlgemm.triton import launch
@@ -219,6 +219,19 @@ def test_launch_reports_compiled_shared_memory_as_schedule_error():
     assert isinstance(info.value.__cause__, OutOfResources)
     with pytest.raises(OutOfResources, match="threads"):
         launch._launch(_Unloadable(OutOfResources(2048, 1024, "threads")), 1, s, (), {}, {})
+
+
+def test_launch_reports_a_register_shortage_as_schedule_error():
+    """ptxas rejects a 256x256 bf16 tile on 4 consumer warpgroups (16 warps) for sm_90: "(C7602)
+    Insufficient registers (128)" (Triton 3.6, checked by compiling it on this machine)."""
+    s = Schedule(block_m=256, block_n=256, block_k=32, num_stages=4, num_warpgroups=4).persistent()
+    shortage = PTXASError("ptxas fatal   : (C7602) Insufficient registers (128) to compile instruction")
+    with pytest.raises(ValueError, match=r"schedule: 256x256x32 .* needs more registers a thread than its 16 consumer "
+                                         r"warps can hold") as info:
+        launch._launch(_Unloadable(shortage), 1, s, (), {}, {})
+    assert info.value.__cause__ is shortage
+    with pytest.raises(PTXASError, match="another failure"):
+        launch._launch(_Unloadable(PTXASError("another failure")), 1, s, (), {}, {})
 
 
 def _persistent_ptx(M, N, K, dtype, a_col_major, b_col_major, sizes=True):

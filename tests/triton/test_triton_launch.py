@@ -54,6 +54,15 @@ CASES = {
     "bias_length": (_ab, {"bias": torch.ones(8)}, ValueError, r"bias: expected 12 elements, got 8"),
     "bias_device": (_ab, {"bias": torch.ones(12, device="meta")}, ValueError, r"bias: on meta, but a is on cpu"),
     "num_sms_missing": (_ab, {"schedule": Schedule().persistent()}, ValueError, r"needs the device's SM count"),
+    "warpgroups_not_pow2": (_ab, {"schedule": Schedule(num_warpgroups=3)}, ValueError,
+                            r"schedule: num_warpgroups=3 is not a power of two"),
+    "group_int32": (lambda: (torch.randn(100, 32), torch.randn(32, 70)),
+                    {"schedule": Schedule(block_m=32, block_n=16, block_k=32, group_size_m=2**30, raster="n").persistent(3)},
+                    ValueError, r"schedule: group_size_m=1073741824 tile columns of 4 tiles each exceed the kernels' "
+                                r"int32 tile arithmetic; here 5 tile columns or more make one group"),
+    "streamk_int32": (lambda: (torch.empty(32768, 8192, device="meta"), torch.empty(8192, 32768, device="meta")),
+                      {"schedule": Schedule(block_m=16, block_n=16, block_k=16).streamk(10**6).persistent(132)},
+                      ValueError, r"schedule: Stream-K numbers the K-iterations of all 4194304 tiles \(512 each\) in int32"),
 }
 
 

@@ -44,8 +44,8 @@ import torch
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import SCALE_BLOCK as _SCALE_BLOCK
-from tlgemm._checks import (blockscaled_problem, cuda_limits, output_dtype, padded, remember, signature,
-                             stream_workspace, vector)
+from tlgemm._checks import (blockscaled_problem, check_int32_walk, cuda_limits, output_dtype, padded, remember,
+                             signature, stream_workspace, vector)
 from tlgemm._checks import padded_copy as _k_major_copy
 from tlgemm import schedules
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
@@ -236,6 +236,8 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
         if t is not None and t.device != device:
             raise ValueError(f"{name}: on {t.device}, but a is on {device}; all tensors must share a device")
     (M, K), N = a.shape, b.shape[1]
+    rows, cols = (N, M) if schedule.is_swap_ab else (M, N)
+    check_int32_walk(schedule, -(-rows // schedule.block_m), -(-cols // schedule.block_n), -(-K // schedule.block_k))
     if out is not None:
         _check_tensor("out", out, 2)
         if tuple(out.shape) != (M, N):
@@ -927,6 +929,8 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     elif schedule.num_sms is not None:
         sms = schedule.num_sms
     _check_streamk_programs(schedule, sms, device_sms)
+    rows, cols = (N, M) if schedule.is_swap_ab else (M, N)
+    check_int32_walk(schedule, -(-rows // schedule.block_m), -(-cols // schedule.block_n), K // _SCALE_BLOCK)
     if K and schedule.split_k > -(-K // schedule.block_k):  # K = 0: the bias alone, no kernel (below)
         raise ValueError(f"schedule: split_k = {schedule.split_k} parts need at least as many K-iterations of "
                          f"block_k = {schedule.block_k}; K = {K} has {-(-K // schedule.block_k)}")

@@ -18,10 +18,12 @@ naming the argument):
   elements (the kernels index in int32) and ``out`` must not overlap itself.
 * The schedule: a tlgemm.schedules.Schedule without split_k or swap-AB (not implemented by
   this backend; ``bmm`` and the block-scaled kernels also without Stream-K); block_k >= 32
-  for 8-bit inputs (tl.dot's minimum K for 8-bit operands); its operand ring
+  for 8-bit inputs (tl.dot's minimum K for 8-bit operands); a power-of-two num_warpgroups
+  (Triton's num_warps); its tile walk within int32 (``tlgemm._checks.check_int32_walk``:
+  a raster group's tiles, Stream-K's K-iterations of all tiles); its operand ring
   (``operand_ring_bytes``) must fit the device's shared memory, and a kernel that Triton
-  compiles to more shared memory than the device has is reported as a ValueError naming
-  ``schedule`` too.
+  compiles to more shared memory, or that ptxas cannot fit in the registers of its warps,
+  is reported as a ValueError naming ``schedule`` too.
 
 Operand rows that the kernels cannot load as 16-byte vectors are copied: when K's rows are
 not a multiple of 16 bytes, both operands are copied K-major with K zero-padded to whole
@@ -43,13 +45,13 @@ from types import SimpleNamespace
 
 import torch
 from triton.compiler import CompiledKernel
-from triton.runtime.errors import OutOfResources
+from triton.runtime.errors import OutOfResources, PTXASError
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import (SCALE_BLOCK, blockscaled_problem, by_signature, check_no_overlap, cuda_limits, output_dtype,
-                             padded, padded_copy, stream_workspace, vector)
-from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, persistent_programs, resolve_num_sms
+from tlgemm._checks import (SCALE_BLOCK, blockscaled_problem, by_signature, check_int32_walk, check_no_overlap,
+                             cuda_limits, output_dtype, padded, padded_copy, stream_workspace, vector)
+from tlgemm.schedules import Schedule, WorkItem, cdiv, num_programs, num_tiles, persistent_programs, resolve_num_sms
 
 from .kernels import (
     batched_gemm_kernel,
@@ -124,6 +126,11 @@ def _launch(kernel, grid: int, schedule, args, meta, runners: dict):
         raise ValueError(
             f"schedule: {schedule} compiles to a kernel using {error.required} bytes of shared memory, more than "
             f"the device's {error.limit}; use smaller blocks or fewer stages") from error
+    except PTXASError as error:
+        if "Insufficient registers" not in str(error):
+            raise
+        raise ValueError(f"schedule: {schedule} needs more registers a thread than its {schedule.consumer_warps} "
+                         "consumer warps can hold (ptxas); use a smaller tile or more warpgroups") from error
     if isinstance(compiled, CompiledKernel):
         constants = tuple(meta[name] for name in kernel.arg_names[len(args):])
         runners[(kernel, torch.cuda.current_device())] = (compiled[(grid, 1, 1)], constants)
@@ -171,6 +178,9 @@ def _check_schedule(schedule):
         raise ValueError(f"schedule: block_n={schedule.block_n} is not a power of two, which tl.arange needs (other "
                          "multiples of 16 run on the TileLang backend: its block-scaled kernel, and its matmul with B "
                          "K-major)")
+    if schedule.num_warpgroups & (schedule.num_warpgroups - 1):
+        raise ValueError(f"schedule: num_warpgroups={schedule.num_warpgroups} is not a power of two; the Triton "
+                         "backend launches 4 warps per warpgroup and Triton's num_warps must be a power of two")
 
 
 def _check_out(out, shape, out_dtype, ndim):
@@ -288,6 +298,7 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
     check_shared_memory(schedule, a.dtype, b.dtype, shared_memory_limit(device))
     P = 0
     if batch and M and N:
+        check_int32_walk(schedule, cdiv(M, schedule.block_m), cdiv(N, schedule.block_n), cdiv(K, schedule.block_k))
         if batched:
             P = _grid_size(batch * num_tiles(M, N, schedule), schedule, num_sms, device)
         else:
@@ -411,23 +422,24 @@ def cached_launch(a, b, schedule, out, allow_tf32=False):
             return matmul(a, b, schedule, out=out, allow_tf32=allow_tf32)
         target = torch.empty(plan.shape, dtype=plan.out_dtype, device=a.device) if out is None else out
         if schedule.streamk_tiles:
-            runner(a, b, target, *epilogue, *_streamk_workspace(a.device, plan.P, schedule, acc_dtype), *trailing)
+            runner(a, b, target, *epilogue, *_streamk_workspace(a.device, plan.P, schedule, num_tiles(plan.M, plan.N, schedule), acc_dtype), *trailing)
         else:
             runner(a, b, target, *epilogue, *trailing)
         return target
     return launch
 
 
-def _new_streamk_workspace(device, programs: int, block_m: int, block_n: int, streamk_tiles: int, dtype):
+def _new_streamk_workspace(device, programs: int, block_m: int, block_n: int, split_tiles: int, dtype):
     return (torch.empty((programs, 2, block_m, block_n), dtype=dtype, device=device),
-            torch.zeros(streamk_tiles, dtype=torch.int32, device=device))
+            torch.zeros(split_tiles, dtype=torch.int32, device=device))
 
 
-def _streamk_workspace(device, programs: int, schedule: Schedule, dtype):
-    """(partials, counters) of a Stream-K launch on ``device``'s current stream
-    (``tlgemm._checks.stream_workspace``): counters zeroed once; the completing program of each
-    split tile sets its counter back to 0 (``StreamKWorkspace.publish``)."""
-    shape = (programs, schedule.block_m, schedule.block_n, schedule.streamk_tiles, dtype)
+def _streamk_workspace(device, programs: int, schedule: Schedule, tiles: int, dtype):
+    """(partials, counters) of a Stream-K launch over ``tiles`` tiles on ``device``'s current
+    stream (``tlgemm._checks.stream_workspace``): a counter per split tile, min(streamk_tiles,
+    tiles), zeroed once; the completing program of each split tile sets its counter back to 0
+    (``StreamKWorkspace.publish``)."""
+    shape = (programs, schedule.block_m, schedule.block_n, min(schedule.streamk_tiles, tiles), dtype)
     return stream_workspace(device, ("triton", *shape), _new_streamk_workspace, device, *shape)
 
 
@@ -439,7 +451,7 @@ def streamk_matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, sc
     g = _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms)
     if g.P:
         acc_dtype = torch.int32 if g.meta["QUANTIZED"] else torch.float32
-        partials, counters = _streamk_workspace(g.out.device, g.P, schedule, acc_dtype)
+        partials, counters = _streamk_workspace(g.out.device, g.P, schedule, num_tiles(g.M, g.N, schedule), acc_dtype)
         args = _args_2d(g)
         _launch(streamk_gemm_kernel, g.P, schedule, (*args[:6], partials, counters, *args[6:]),
                 dict(g.meta, STREAMK_TILES=schedule.streamk_tiles), g.runners)
@@ -553,6 +565,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     check_shared_memory(schedule, a.dtype, b.dtype, shared_memory_limit(device))
     out_strides = out.stride() if out is not None else torch.empty(shape, device="meta").stride()
     units = (batch[0] if batch else 1) * num_tiles(M, N, schedule)
+    check_int32_walk(schedule, cdiv(M, schedule.block_m), cdiv(N, schedule.block_n), K // SCALE_BLOCK)
     P = _grid_size(units, schedule, num_sms, device) if units else 0
     lead = (lambda strides: strides[0]) if batched else (lambda strides: 0)
     scalars = (batch[0] if batch else 1, M, N, K,
