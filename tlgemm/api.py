@@ -490,10 +490,11 @@ def _make_plan(op, M, N, K, a_dtype, b_dtype, out_dtype, device, backend, schedu
                       num_sms=target.num_sms)
     else:
         extra = {"allow_tf32": tf32} if name == "triton" else {}
+        if device.type != "cuda":  # the interpreter: no device to take the SM count from
+            extra["num_sms"] = target.num_sms
 
         def launch(a, b, schedule, out, scale_a, scale_b, bias):
-            return fn(a, b, schedule, out=out, scale_a=scale_a, scale_b=scale_b, bias=bias, num_sms=target.num_sms,
-                      **extra)
+            return fn(a, b, schedule, out=out, scale_a=scale_a, scale_b=scale_b, bias=bias, **extra)
     return _Plan(op, name, launch, chosen, out_dtype, target, fallbacks, reselect)
 
 
