@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from tlgemm.schedules import Schedule
 from tlgemm.schedules.selection import store_staging
 from tlgemm.tilelang import kernel_source
+from tlgemm.tilelang.kernels import blockscaled_gemm
+from tlgemm.tilelang.launch import blockscaled_spec
 
 SCHEDULE = Schedule(block_m=128, block_n=256, block_k=64, num_stages=3, num_warpgroups=2).persistent(132)
 CASES = {
@@ -32,7 +34,7 @@ CASES = {
                              .streamk(56).swap_ab(), dict(scale_a="tensor", scale_b="tensor")),
     # TileLang's ThreadSync rejected this one while the fix-up's barriers sat under a per-program test
     "streamk-bf16-tall-narrow": (torch.bfloat16, torch.bfloat16, None,
-                                 Schedule(block_m=256, block_n=16, block_k=128, num_stages=6).persistent(132)
+                                 Schedule(block_m=256, block_n=16, block_k=64, num_stages=6).persistent(132)
                                  .streamk(43), {}),
 }
 WGMMA = {
@@ -109,6 +111,50 @@ def test_errors():
 def test_schedule_rules():
     with pytest.raises(ValueError, match="split_k"):
         kernel_source(64, 64, 64, torch.bfloat16, torch.bfloat16, None, Schedule().splitk(2))
+    bf16 = torch.bfloat16
+    cases = {  # schedules that lowered into a kernel that hangs, spills or fails deep in TileLang
+        "one stage": (Schedule(block_m=64, block_n=64, block_k=64, num_stages=1).persistent(132),
+                      r"schedule: num_stages must be >= 2 for the TileLang kernels"),
+        "N split": (Schedule(block_m=64, block_n=128, block_k=64, num_warpgroups=2).persistent(132),
+                    r"schedule: a 64x128 tile on 2 consumer warpgroups splits block_n between them"),
+        "spill": (Schedule(block_m=128, block_n=256, block_k=64, num_warpgroups=1).persistent(132),
+                  r"schedule: a 128x256 tile on 1 consumer warpgroup\(s\) holds 256 accumulators per thread, more "
+                  r"than 192"),
+        "shared memory": (Schedule(block_m=256, block_n=16, block_k=128, num_stages=6).persistent(132).streamk(43),
+                          r"schedule: needs 427008 bytes of shared memory .* the device allows 232448"),
+        "int32 walk": (Schedule(block_m=64, block_n=16, block_k=16).persistent(132).streamk(10**6),
+                       r"schedule: Stream-K numbers the K-iterations of all 1048576 tiles \(2048 each\)"),
+    }
+    for name, (schedule, message) in cases.items():
+        with pytest.raises(ValueError, match=message):
+            kernel_source(32768, 32768, 32768, bf16, bf16, None, schedule)
+    one_stage = Schedule(block_m=64, block_n=128, block_k=128, num_stages=1).persistent(132)
+    with pytest.raises(ValueError, match=r"schedule: num_stages must be >= 2"):
+        blockscaled_gemm(blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, bf16, one_stage, 132))
+    with pytest.raises(ValueError, match=r"a_major: expected 'K' or 'MN', got 'X'"):
+        kernel_source(64, 64, 64, bf16, bf16, None, SCHEDULE, a_major="X")
+    with pytest.raises(ValueError, match=r"scale_a: expected None, 'tensor' or 'row', got 'col'"):
+        kernel_source(64, 64, 64, torch.float8_e4m3fn, torch.float8_e4m3fn, None, SCHEDULE, scale_a="col")
+
+
+def test_majors_take_their_aliases():
+    """"mn" names the MN-major A as "MN" does (the kernel read a K-major view of it before)."""
+    upper = kernel_source(512, 512, 512, torch.float16, torch.float16, None, SCHEDULE, a_major="MN", b_major="K",
+                          emit="tir")
+    assert kernel_source(512, 512, 512, torch.float16, torch.float16, None, SCHEDULE, a_major="mn", b_major="k-major",
+                         emit="tir") == upper
+    assert 'A = T.match_buffer(A_handle, (M, K), "float16", strides=(1, M))' in upper
+
+
+def test_swap_ab_source_is_the_launched_kernel():
+    """kernel_source under swap-AB builds what the launcher does: the kernel's A is b.T (so the
+    call's per-row scale_a is the kernel's per-column scale_b) and the bias runs along its rows."""
+    schedule = Schedule(block_m=64, block_n=16, block_k=64, num_stages=4).persistent(132)
+    tir = kernel_source(16, 4096, 512, torch.bfloat16, torch.bfloat16, None, schedule.swap_ab(), scale_a="row",
+                        bias=True, emit="tir")
+    assert "A_scale = T.match_buffer(A_scale_handle, (1,), strides=(1,))" in tir
+    assert "B_scale = T.match_buffer(B_scale_handle, (N,), strides=(1,))" in tir
+    assert 'bias = T.match_buffer(bias_handle, (M,), "bfloat16", strides=(1,))' in tir
 
 
 def test_swap_ab_stores_the_swapped_problem_transposed_into_c():

@@ -19,6 +19,13 @@ one copy, documented here and by ``explain``):
   slower on the H100 (e.g. 4096x4096x4001 bf16: 366 TFLOP/s with K padded to 4008, 749 to
   4032); C's temporary measured level either way (benchmarks/results/unaligned_rows.md).
 
+Schedules the kernels take (else a ``schedule:`` ValueError): one or two consumer warpgroups;
+at least two stages (a consumer releases a ring slot only after issuing the next K-iteration's
+wgmma); two warpgroups on a tile of fewer than 128 rows split block_n, which lowers up to
+block_n = 64; at most ``DENSE_ACCUMULATOR_REGISTERS`` accumulators a thread (more spill); the
+operand ring and staging within the device's shared memory; a tile walk within int32
+(``tlgemm._checks.check_int32_walk``).
+
 A swap-AB schedule (``is_swap_ab``, chosen by tlgemm.schedules.select for small M) runs the
 plain kernel on the swapped problem Cᵀ[N, M] = Bᵀ · Aᵀ, so the small M becomes WGMMA's N
 and the 64-row instruction side is N: scale_a and scale_b trade places and the bias is added
@@ -48,6 +55,7 @@ from tlgemm._checks import (blockscaled_problem, check_int32_walk, cuda_limits, 
                              signature, stream_workspace, vector)
 from tlgemm._checks import padded_copy as _k_major_copy
 from tlgemm import schedules
+from tlgemm.macros.operands import Major
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
 
 from .emitter_gemm import BLOCKSCALED_PASS_CONFIGS, PASS_CONFIGS, lower_to_cuda
@@ -164,8 +172,18 @@ def make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, *, a_major="K", b_
     problem (see ``matmul``), so the spec is that of ``schedule.swap_ab(False)``."""
     if not isinstance(schedule, Schedule):
         raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
+    a_major, b_major = _major("a_major", a_major), _major("b_major", b_major)
+    for name, mode, per_line in (("scale_a", scale_a, "row"), ("scale_b", scale_b, "col")):
+        if mode not in (None, "tensor", per_line):
+            raise ValueError(f"{name}: expected None, 'tensor' or {per_line!r}, got {mode!r}")
     if schedule.split_k > 1:
         raise ValueError("schedule: split_k > 1 is not implemented by the TileLang backend (use streamk_tiles)")
+    accumulators = schedule.block_m * schedule.block_n // (128 * schedule.num_warpgroups)
+    if accumulators > DENSE_ACCUMULATOR_REGISTERS:
+        raise ValueError(f"schedule: a {schedule.block_m}x{schedule.block_n} tile on {schedule.num_warpgroups} consumer "
+                         f"warpgroup(s) holds {accumulators} accumulators per thread, more than "
+                         f"{DENSE_ACCUMULATOR_REGISTERS} (ptxas would spill them and serialise the wgmma); use more "
+                         "warpgroups or a smaller tile")
     if not schedule.has_pow2_block_n and b_major != "K":
         raise ValueError(f"schedule: block_n={schedule.block_n} is not a power of two, which the TileLang GEMM "
                          "kernels take only with B K-major (B [K, N] the transpose of a row-major [N, K]): the "
@@ -177,6 +195,27 @@ def make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, *, a_major="K", b_
     return KernelSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], accum, _STORAGE[out_dtype],
                       schedule, num_sms, a_major, b_major, scale_a, scale_b,
                       None if bias_dtype is None else _STORAGE[bias_dtype], bias_per_row and bias_dtype is not None)
+
+
+#: Accumulator registers per consumer thread of the dense kernels: ptxas (nvcc 13.0, sm_90a) kept a
+#: 128x192 tile on one warpgroup (192, 232 registers) without spills and spilled 128x224 (1.6 KB of
+#: stores, wgmma serialised) and 128x256.
+DENSE_ACCUMULATOR_REGISTERS = 192
+
+
+def _major(name: str, value) -> str:
+    """"K" or "MN" for an operand's ``Major`` (its names and aliases, macros.operands.Major.parse)."""
+    try:
+        return Major.parse(value).value
+    except ValueError as err:
+        raise ValueError(f"{name}: expected 'K' or 'MN', got {value!r}") from err
+
+
+def _check_shared_memory(schedule: Schedule, a_dtype, b_dtype, out_dtype, smem_limit: int) -> None:
+    need = shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype)
+    if need > smem_limit:
+        raise ValueError(f"schedule: needs {need} bytes of shared memory (num_stages={schedule.num_stages}, "
+                         f"{schedule.block_m}x{schedule.block_n}x{schedule.block_k}), the device allows {smem_limit}")
 
 
 @contextlib.contextmanager
@@ -207,10 +246,7 @@ def _kernel_for(a_dtype, b_dtype, out_dtype, schedule, sms, smem_limit, a_major,
     """The compiled kernel of a launch (``schedule`` without swap-AB; ``once``: ``read_once``
     of its problem; ``c_transposed``: see KernelSpec), after the shared-memory check
     (``_compiled`` caches per KernelSpec; ``_LAUNCHES`` spares a repeated call even this)."""
-    need = shared_memory_bytes(schedule, a_dtype, b_dtype, out_dtype)
-    if need > smem_limit:
-        raise ValueError(f"schedule: needs {need} bytes of shared memory (num_stages={schedule.num_stages}, "
-                         f"{schedule.block_m}x{schedule.block_n}x{schedule.block_k}), the device allows {smem_limit}")
+    _check_shared_memory(schedule, a_dtype, b_dtype, out_dtype, smem_limit)
     spec = make_spec(a_dtype, b_dtype, out_dtype, schedule, sms, a_major=a_major, b_major=b_major, scale_a=scale_a,
                      scale_b=scale_b, bias_dtype=bias_dtype, bias_per_row=bias_per_row)
     return _compiled(dataclasses.replace(spec, batched=batched, a_read_once=once[0], b_read_once=once[1],
@@ -542,11 +578,14 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
 
 
 def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K", b_major="K", scale_a=None,
-                  scale_b=None, bias=False, emit="cuda", num_sms=132, batched=False):
+                  scale_b=None, bias=False, emit="cuda", num_sms=132, smem_limit=232448, batched=False):
     """The kernel that ``matmul`` (``bmm`` with ``batched``) would run for this configuration
     with a fresh output (``_output_route``: under swap-AB, C's tiles stored transposed), as
     TileLang TIR (``emit="tir"``) or CUDA source for sm_90a (``emit="cuda"``); needs no GPU.
-    Dtypes are torch dtypes; ``bias`` True adds a bias of ``out_dtype``."""
+    Dtypes are torch dtypes; majors and scale modes are the call's (a swap-AB schedule swaps
+    them, as the launcher does); ``bias`` True adds a bias of ``out_dtype``. ``num_sms`` and
+    ``smem_limit`` stand for the device's (H100: 132 SMs, 232448 bytes per block): the
+    launcher's checks run against them."""
     for name, value in (("M", M), ("N", N), ("K", K)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
@@ -556,13 +595,26 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
         if dt not in _WGMMA_INPUT:
             raise TypeError(f"{name}: must be one of {[str(d) for d in _WGMMA_INPUT]}, got {dt}")
     out_dtype = output_dtype(a_dtype, out_dtype, scale_a is not None or scale_b is not None or bias)
-    if schedule.is_persistent and schedule.num_sms is not None:
-        num_sms = schedule.num_sms
-    spec = make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, a_major=a_major, b_major=b_major,
-                     scale_a=scale_a, scale_b=scale_b, bias_dtype=out_dtype if bias else None)
-    rows, cols = (N, M) if schedule.is_swap_ab else (M, N)
-    a_once, b_once = read_once(rows, cols, schedule.swap_ab(False))
-    transposed, _ = _output_route(rows, cols, schedule.is_swap_ab, None, _TMA_ALIGN // out_dtype.itemsize)
+    if not isinstance(schedule, Schedule):
+        raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
+    sms = num_sms
+    if not schedule.is_persistent:
+        sms = _ONE_PROGRAM_PER_TILE
+    elif schedule.num_sms is not None:
+        sms = schedule.num_sms
+    _check_streamk_programs(schedule, sms, num_sms)
+    rows, cols, swap = M, N, schedule.is_swap_ab
+    if swap:  # launched as the plain schedule on Cᵀ = Bᵀ·Aᵀ, as ``_new_launch`` does
+        rows, cols, a_dtype, b_dtype = N, M, b_dtype, a_dtype
+        a_major, b_major = _major("b_major", b_major), _major("a_major", a_major)
+        scale_a, scale_b = {"col": "row"}.get(scale_b, scale_b), {"row": "col"}.get(scale_a, scale_a)
+        schedule = schedule.swap_ab(False)
+    check_int32_walk(schedule, -(-rows // schedule.block_m), -(-cols // schedule.block_n), -(-K // schedule.block_k))
+    _check_shared_memory(schedule, a_dtype, b_dtype, out_dtype, smem_limit)
+    spec = make_spec(a_dtype, b_dtype, out_dtype, schedule, sms, a_major=a_major, b_major=b_major,
+                     scale_a=scale_a, scale_b=scale_b, bias_dtype=out_dtype if bias else None, bias_per_row=swap)
+    a_once, b_once = read_once(rows, cols, schedule)
+    transposed, _ = _output_route(rows, cols, swap, None, _TMA_ALIGN // out_dtype.itemsize)
     spec = dataclasses.replace(spec, a_read_once=a_once, b_read_once=b_once, c_transposed=transposed)
     if batched:
         _check_bmm_schedule(schedule)

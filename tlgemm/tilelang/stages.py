@@ -324,6 +324,14 @@ class GemmContext:
         if wgs not in CONSUMER_REGISTERS:
             raise ValueError(f"schedule: num_warpgroups must be 1 or 2 for the TileLang kernels, got {wgs}")
         wg_m = wgs if schedule.block_m % (64 * wgs) == 0 else 1
+        if wg_m < wgs and schedule.block_n > 64:
+            raise ValueError(f"schedule: a {schedule.block_m}x{schedule.block_n} tile on {wgs} consumer warpgroups "
+                             f"splits block_n between them (block_m is no multiple of {64 * wgs}), which TileLang "
+                             "0.1.15's layout inference lowers only up to block_n = 64; use block_m a multiple of "
+                             f"{64 * wgs} or one warpgroup")
+        if schedule.num_stages < 2:
+            raise ValueError("schedule: num_stages must be >= 2 for the TileLang kernels: the consumers release a "
+                             "ring slot after issuing the next K-iteration's wgmma, so one slot would wait on itself")
         self.schedule = schedule
         self.emitter = WGMMAEmitter(a_dtype, b_dtype, accum_dtype, block_m=schedule.block_m,
                                     block_n=schedule.block_n, block_k=schedule.block_k, a_major=a_major,
