@@ -131,6 +131,8 @@ def test_schedule_rules():
     one_stage = Schedule(block_m=64, block_n=128, block_k=128, num_stages=1).persistent(132)
     with pytest.raises(ValueError, match=r"schedule: num_stages must be >= 2"):
         blockscaled_gemm(blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, bf16, one_stage, 132))
+    with pytest.raises(ValueError, match=r"schedule: bmm runs the persistent kernel \(no Stream-K, swap-AB"):
+        kernel_source(64, 512, 64, bf16, bf16, None, SCHEDULE.swap_ab(), batched=True)
     with pytest.raises(ValueError, match=r"a_major: expected 'K' or 'MN', got 'X'"):
         kernel_source(64, 64, 64, bf16, bf16, None, SCHEDULE, a_major="X")
     with pytest.raises(ValueError, match=r"scale_a: expected None, 'tensor' or 'row', got 'col'"):

@@ -603,6 +603,8 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
     elif schedule.num_sms is not None:
         sms = schedule.num_sms
     _check_streamk_programs(schedule, sms, num_sms)
+    if batched:
+        _check_bmm_schedule(schedule)
     rows, cols, swap = M, N, schedule.is_swap_ab
     if swap:  # launched as the plain schedule on Cᵀ = Bᵀ·Aᵀ, as ``_new_launch`` does
         rows, cols, a_dtype, b_dtype = N, M, b_dtype, a_dtype
@@ -617,7 +619,6 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
     transposed, _ = _output_route(rows, cols, swap, None, _TMA_ALIGN // out_dtype.itemsize)
     spec = dataclasses.replace(spec, a_read_once=a_once, b_read_once=b_once, c_transposed=transposed)
     if batched:
-        _check_bmm_schedule(schedule)
         spec = dataclasses.replace(spec, batched=True)
     func = build(spec)
     if emit == "tir":
