@@ -150,11 +150,14 @@ class AutotuneCache:
                 raw = f.read()
         except FileNotFoundError:
             return {}
+        except OSError as err:  # a directory, no permission: a cache that cannot be read is not used
+            self._warn((err.errno, str(err)), f"unreadable ({err})")
+            return {}
         problem = None
         try:
             data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            problem = f"not valid JSON (truncated or corrupt: {err})"
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+            problem = f"not valid JSON (truncated or corrupt: {type(err).__name__}: {err})"
         else:
             if not isinstance(data, dict) or data.get("producer") != _PRODUCER:
                 problem = "not a tlgemm autotune cache"
@@ -164,12 +167,15 @@ class AutotuneCache:
                 problem = "no 'entries' table"
         if problem is None:
             return data["entries"]
-        state = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        self._warn((stat.st_ino, stat.st_size, stat.st_mtime_ns), problem)
+        return {}
+
+    def _warn(self, state, problem: str) -> None:
+        """One CacheWarning per state of the file (a later change of it warns again)."""
         if state != self._warned:
             self._warned = state
             warnings.warn(f"ignoring autotune cache {self.path}: {problem}; it will be rebuilt", CacheWarning,
-                          stacklevel=3)
-        return {}
+                          stacklevel=4)
 
     def _write(self, data: dict[str, Any]) -> None:
         fd, tmp = tempfile.mkstemp(prefix=_FILENAME + ".", suffix=".tmp", dir=self.directory)

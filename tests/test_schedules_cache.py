@@ -172,6 +172,20 @@ def test_foreign_file_is_ignored(tmp_path, content):
         assert cache.get(GPU, "triton", "bf16", 1, 1, 1) is None
 
 
+def test_unreadable_or_deeply_nested_file_is_a_miss_with_a_warning(tmp_path):
+    """Every lookup reads the file, so one that cannot be read or parsed must not raise: a
+    directory in its place, or JSON nested beyond the parser's recursion limit."""
+    cache = AutotuneCache(tmp_path / "dir", version="v")
+    cache.path.mkdir(parents=True)
+    with pytest.warns(CacheWarning, match=r"unreadable \(\[Errno 21\]"):
+        assert cache.get(GPU, "triton", "bf16", 1, 1, 1) is None
+    nested = AutotuneCache(tmp_path / "nested", version="v")
+    nested.directory.mkdir()
+    nested.path.write_bytes(b"[" * 200000 + b"]" * 200000)
+    with pytest.warns(CacheWarning, match="not valid JSON .*RecursionError"):
+        assert nested.get(GPU, "triton", "bf16", 1, 1, 1) is None
+
+
 def test_unusable_entry_is_a_miss_with_a_warning(tmp_path):
     cache = AutotuneCache(tmp_path, version="v")
     cache.put(GPU, "triton", "bf16", 64, 4096, 4096, TUNED)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import os
 import sys
 
 from tlgemm.macros.operands import Major, decode, describe, descriptor_for, encode
@@ -164,7 +165,8 @@ def cmd_inspect(args) -> int:
     a_major = "K" if args.layout[0] == "n" or not sixteen else "MN"
     b_major = "K" if args.layout[1] == "t" or not sixteen else "MN"
     code = backend.kernel_source(args.M, args.N, args.K, dtype, dtype, out_dtype, explanation.schedule,
-                                 a_major=a_major, b_major=b_major, emit="tir" if args.emit == "tir" else "cuda")
+                                 a_major=a_major, b_major=b_major, emit="tir" if args.emit == "tir" else "cuda",
+                                 num_sms=explanation.target.num_sms, smem_limit=explanation.target.smem_bytes)
     if args.emit in ("ptx", "sass"):
         from tilelang import tvm
         from tilelang.contrib import nvcc
@@ -245,6 +247,12 @@ def cmd_autotune(args) -> int:
     dtypes = [_input_dtype(name) for name in args.dtype.split(",")]
     out_dtype = _output_dtype(args.out_dtype)
     cache = AutotuneCache(args.cache_dir) if args.cache_dir else AutotuneCache()
+    try:  # before any timing: the winners are stored at the end
+        os.makedirs(cache.directory, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"--cache-dir: cannot create {cache.directory}: {err.strerror}") from err
+    if not os.access(cache.directory, os.W_OK):
+        raise ValueError(f"--cache-dir: {cache.directory} is not writable")
     results = tlgemm.autotune(args.shapes, dtypes, out_dtype=out_dtype, backend=args.backend, layout=args.layout,
                               candidates=args.candidates, device=device, cache=cache)
     print(f"autotune cache: {cache.path}")

@@ -900,9 +900,11 @@ def _instruction(plan: _Plan, a_dtype, b_dtype, a_major: str, b_major: str) -> s
         return f"v_mfma (Triton's compiler chooses it for {target.arch})"
     if not target.hopper:
         return f"mma.sync (Triton's compiler chooses it for {target.arch}; wgmma needs sm_90)"
+    s = plan.schedule
+    if s is not None and s.is_swap_ab:  # the kernel multiplies Bᵀ·Aᵀ: its A is b, read as b.T
+        a_dtype, b_dtype, a_major, b_major = b_dtype, a_dtype, b_major, a_major
     ta, tb = _WGMMA_TYPE[a_dtype], _WGMMA_TYPE[b_dtype]
     acc = "s32" if a_dtype == torch.int8 else "f32"
-    s = plan.schedule
     if s is None:
         return f"wgmma.m64nNk32.{acc}.{ta}.{tb} (N chosen by the block-scaled launcher), promoted per 128-deep K block"
     from tlgemm.macros.emitter import WGMMAEmitter

@@ -161,3 +161,11 @@ def test_autotune_command(fake_run, capsys):
     out = capsys.readouterr().out
     assert "autotune cache:" in out and "200x256x512 bfloat16,bfloat16,bfloat16 [tilelang]" in out
     assert "(6 tried, 0 failed)" in out  # select()'s best 3 and their 2-CTA cluster forms
+
+
+@pytest.mark.skipif(not _tilelang_kernel_source(), reason="tlgemm.tilelang.kernel_source is not in this checkout yet")
+def test_inspect_checks_against_the_given_sm_count(capsys):
+    """--sm-count stands for the device's SMs in kernel_source's checks too: the Stream-K schedule
+    explain picks for 200 SMs runs 200 programs."""
+    assert cli.main(["inspect", "8", "4096", "4096", "--sm-count", "200", "--emit", "tir"]) == 0
+    assert "persistent(200)" in capsys.readouterr().out

@@ -195,6 +195,14 @@ def test_tf32_follows_torch_global_precision():
         torch.backends.fp32_precision = saved
 
 
+def test_explain_names_the_swapped_kernels_instruction():
+    """Under swap-AB the kernel computes Bᵀ·Aᵀ: its A operand is b (dtype and major)."""
+    a, b = _meta(1, 4096, dtype=E4M3), _meta(4096, 4096, dtype=E5M2)
+    explanation = tlgemm.explain(a, b, gpu="sm90")
+    assert explanation.schedule.is_swap_ab
+    assert ".f32.e5m2.e4m3" in explanation.instruction
+
+
 def test_empty_out_may_have_a_zero_stride():
     a, b = torch.randn(64, 0, dtype=torch.bfloat16), torch.randn(0, 0, dtype=torch.bfloat16)
     out = torch.empty(1, 0, dtype=torch.bfloat16).expand(64, 0)
