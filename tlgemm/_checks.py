@@ -8,6 +8,9 @@ import functools
 
 import torch
 
+from tlgemm.schedules import cdiv
+from tlgemm.schedules.schedule import INT32_MAX
+
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 FLOAT_OUT = (torch.float32, torch.float16, torch.bfloat16)
 #: DeepSeek-V3's scale block: 1x128 groups of the activation, 128x128 blocks of the weight.
@@ -51,13 +54,12 @@ def vector(name, v, lengths, dtypes, device, first="a"):
     return v.reshape(-1)
 
 
-INT32_MAX = 2**31 - 1
-
-
-def check_int32_walk(schedule, tiles_m: int, tiles_n: int, iterations: int) -> None:
-    """ValueError where a launch's tile walk leaves the kernels' int32 arithmetic: a raster
-    group's tiles (group_size_m · the tiles across it), and under Stream-K the K-iterations of
-    all tiles, which it numbers globally (tiles · ``iterations`` per tile)."""
+def check_int32_walk(schedule, M: int, N: int, K: int) -> None:
+    """ValueError where the tile walk of ``schedule`` over the kernel's M x N x K problem (the
+    swapped one under swap-AB) leaves the kernels' int32 arithmetic: a raster group's tiles
+    (group_size_m · the tiles across it), and under Stream-K the K-iterations of all tiles,
+    which it numbers globally."""
+    tiles_m, tiles_n, iterations = cdiv(M, schedule.block_m), cdiv(N, schedule.block_n), cdiv(K, schedule.block_k)
     across, along = (tiles_n, tiles_m) if schedule.raster == "m" else (tiles_m, tiles_n)
     if schedule.group_size_m * across > INT32_MAX:
         lines = "rows" if schedule.raster == "m" else "columns"

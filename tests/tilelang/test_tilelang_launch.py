@@ -74,16 +74,16 @@ def test_tile_walk_must_fit_int32():
     (``check_int32_walk``): Stream-K's K-iterations of all tiles, a raster group's tiles."""
     streamk = Schedule(block_m=64, block_n=16, block_k=16).persistent().streamk(10**6)
     with pytest.raises(ValueError, match=r"schedule: Stream-K numbers the K-iterations of all 2097152 tiles \(1024 "):
-        check_int32_walk(streamk, 2**11, 2**10, 2**10)
-    check_int32_walk(streamk, 2**11, 2**10, 2**10 - 1)
-    check_int32_walk(streamk.streamk(0), 2**11, 2**10, 2**20)
+        check_int32_walk(streamk, 2**11 * 64, 2**10 * 16, 2**10 * 16)  # 2**21 tiles x 2**10 K-iterations
+    check_int32_walk(streamk, 2**11 * 64, 2**10 * 16, 2**10 * 16 - 16)
+    check_int32_walk(streamk.streamk(0), 2**11 * 64, 2**10 * 16, 2**20 * 16)
     grouped = Schedule(block_m=64, block_n=16, block_k=64, group_size_m=2**20).persistent()
     with pytest.raises(ValueError, match=r"schedule: group_size_m=1048576 tile rows of 2048 tiles each exceed .*"
                                          r"here 512 tile rows or more make one group: use group_size_m=512"):
-        check_int32_walk(grouped, 512, 2048, 1)
-    check_int32_walk(grouped, 512, 2047, 1)
+        check_int32_walk(grouped, 512 * 64, 2048 * 16, 64)
+    check_int32_walk(grouped, 512 * 64, 2047 * 16, 64)
     with pytest.raises(ValueError, match=r"group_size_m=1048576 tile columns of 2048 tiles each"):
-        check_int32_walk(grouped.map("grouped_n", 2**20), 2048, 512, 1)
+        check_int32_walk(grouped.map("grouped_n", 2**20), 2048 * 64, 512 * 16, 64)
 
 
 @pytest.mark.parametrize("a, b, match", [

@@ -22,7 +22,7 @@ one copy, documented here and by ``explain``):
 Schedules the kernels take (else a ``schedule:`` ValueError): one or two consumer warpgroups;
 at least two stages (a consumer releases a ring slot only after issuing the next K-iteration's
 wgmma); two warpgroups on a tile of fewer than 128 rows split block_n, which lowers up to
-block_n = 64; at most ``DENSE_ACCUMULATOR_REGISTERS`` accumulators a thread (more spill); the
+block_n = 64; at most ``GemmContext.fragment_registers`` accumulators a thread (more spill); the
 operand ring and staging within the device's shared memory; a tile walk within int32
 (``tlgemm._checks.check_int32_walk``).
 
@@ -178,12 +178,6 @@ def make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, *, a_major="K", b_
             raise ValueError(f"{name}: expected None, 'tensor' or {per_line!r}, got {mode!r}")
     if schedule.split_k > 1:
         raise ValueError("schedule: split_k > 1 is not implemented by the TileLang backend (use streamk_tiles)")
-    accumulators = schedule.block_m * schedule.block_n // (128 * schedule.num_warpgroups)
-    if accumulators > DENSE_ACCUMULATOR_REGISTERS:
-        raise ValueError(f"schedule: a {schedule.block_m}x{schedule.block_n} tile on {schedule.num_warpgroups} consumer "
-                         f"warpgroup(s) holds {accumulators} accumulators per thread, more than "
-                         f"{DENSE_ACCUMULATOR_REGISTERS} (ptxas would spill them and serialise the wgmma); use more "
-                         "warpgroups or a smaller tile")
     if not schedule.has_pow2_block_n and b_major != "K":
         raise ValueError(f"schedule: block_n={schedule.block_n} is not a power of two, which the TileLang GEMM "
                          "kernels take only with B K-major (B [K, N] the transpose of a row-major [N, K]): the "
@@ -195,12 +189,6 @@ def make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, *, a_major="K", b_
     return KernelSpec(_WGMMA_INPUT[a_dtype], _WGMMA_INPUT[b_dtype], accum, _STORAGE[out_dtype],
                       schedule, num_sms, a_major, b_major, scale_a, scale_b,
                       None if bias_dtype is None else _STORAGE[bias_dtype], bias_per_row and bias_dtype is not None)
-
-
-#: Accumulator registers per consumer thread of the dense kernels: ptxas (nvcc 13.0, sm_90a) kept a
-#: 128x192 tile on one warpgroup (192, 232 registers) without spills and spilled 128x224 (1.6 KB of
-#: stores, wgmma serialised) and 128x256.
-DENSE_ACCUMULATOR_REGISTERS = 192
 
 
 def _major(name: str, value) -> str:
@@ -273,7 +261,7 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
             raise ValueError(f"{name}: on {t.device}, but a is on {device}; all tensors must share a device")
     (M, K), N = a.shape, b.shape[1]
     rows, cols = (N, M) if schedule.is_swap_ab else (M, N)
-    check_int32_walk(schedule, -(-rows // schedule.block_m), -(-cols // schedule.block_n), -(-K // schedule.block_k))
+    check_int32_walk(schedule, rows, cols, K)
     if out is not None:
         _check_tensor("out", out, 2)
         if tuple(out.shape) != (M, N):
@@ -611,7 +599,7 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
         a_major, b_major = _major("b_major", b_major), _major("a_major", a_major)
         scale_a, scale_b = {"col": "row"}.get(scale_b, scale_b), {"row": "col"}.get(scale_a, scale_a)
         schedule = schedule.swap_ab(False)
-    check_int32_walk(schedule, -(-rows // schedule.block_m), -(-cols // schedule.block_n), -(-K // schedule.block_k))
+    check_int32_walk(schedule, rows, cols, K)
     _check_shared_memory(schedule, a_dtype, b_dtype, out_dtype, smem_limit)
     spec = make_spec(a_dtype, b_dtype, out_dtype, schedule, sms, a_major=a_major, b_major=b_major,
                      scale_a=scale_a, scale_b=scale_b, bias_dtype=out_dtype if bias else None, bias_per_row=swap)
@@ -983,7 +971,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
         sms = schedule.num_sms
     _check_streamk_programs(schedule, sms, device_sms)
     rows, cols = (N, M) if schedule.is_swap_ab else (M, N)
-    check_int32_walk(schedule, -(-rows // schedule.block_m), -(-cols // schedule.block_n), K // _SCALE_BLOCK)
+    check_int32_walk(schedule, rows, cols, K)
     if K and schedule.split_k > -(-K // schedule.block_k):  # K = 0: the bias alone, no kernel (below)
         raise ValueError(f"schedule: split_k = {schedule.split_k} parts need at least as many K-iterations of "
                          f"block_k = {schedule.block_k}; K = {K} has {-(-K // schedule.block_k)}")

@@ -316,6 +316,12 @@ class GemmContext:
     [k_begin, k_end) of a tile — the producer loads, the consumers multiply.
     """
 
+    #: float32 (int32) registers per consumer thread for the result and any temporaries (the
+    #: block-scaled kernel's). ptxas (nvcc 13.0, sm_90a) kept a dense 128x192 tile on one
+    #: warpgroup (192) without spills, and spilled and serialised the wgmma (warning C7512) at
+    #: dense 128x224 and at block-scaled 128x256 with two temporaries (384).
+    fragment_registers = 192
+
     def __init__(self, schedule: Schedule, a_dtype: str, b_dtype: str, accum_dtype: str, out_storage: str,
                  *, a_major="K", b_major="K", store_transposed=False):
         if not isinstance(schedule, Schedule):
@@ -329,6 +335,12 @@ class GemmContext:
                              f"splits block_n between them (block_m is no multiple of {64 * wgs}), which TileLang "
                              "0.1.15's layout inference lowers only up to block_n = 64; use block_m a multiple of "
                              f"{64 * wgs} or one warpgroup")
+        accumulators = schedule.block_m * schedule.block_n // (128 * wgs)
+        if accumulators > self.fragment_registers:
+            raise ValueError(f"schedule: a {schedule.block_m}x{schedule.block_n} tile on {wgs} consumer "
+                             f"warpgroup(s) holds {accumulators} accumulators per thread, more than "
+                             f"{self.fragment_registers} (ptxas would spill them and serialise the wgmma); use more "
+                             "warpgroups or a smaller tile")
         if schedule.num_stages < 2:
             raise ValueError("schedule: num_stages must be >= 2 for the TileLang kernels: the consumers release a "
                              "ring slot after issuing the next K-iteration's wgmma, so one slot would wait on itself")
@@ -825,9 +837,6 @@ class BlockScaledContext(GemmContext):
     #: "Fewer scale copies" and "Groups of 8").
     scale_group = 8
 
-    #: float32 registers per consumer thread for the result and its temporaries. ptxas spilled
-    #: and serialised the wgmma (warning C7512) at 128x256 with two temporaries (384).
-    fragment_registers = 192
 
     #: A whole-tile temporary of a width that is no power of two is promoted in one branch per
     #: value its tile's offset modulo 128 can take, up to this many (``consume_blockscaled``):

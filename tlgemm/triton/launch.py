@@ -51,7 +51,7 @@ from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import (SCALE_BLOCK, blockscaled_problem, by_signature, check_int32_walk, check_no_overlap,
                              cuda_limits, output_dtype, padded, padded_copy, stream_workspace, vector)
-from tlgemm.schedules import Schedule, WorkItem, cdiv, num_programs, num_tiles, persistent_programs, resolve_num_sms
+from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, persistent_programs, resolve_num_sms
 
 from .kernels import (
     batched_gemm_kernel,
@@ -296,14 +296,14 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
     if bias is not None:
         _, bias_stride = _vector("bias", bias, (N,), _FLOAT_OUT, device)
     check_shared_memory(schedule, a.dtype, b.dtype, shared_memory_limit(device))
+    K_run = padded(K, a.element_size()) if (K * a.element_size()) % _VECTOR_BYTES else K
+    check_int32_walk(schedule, M, N, K_run)
     P = 0
     if batch and M and N:
-        check_int32_walk(schedule, cdiv(M, schedule.block_m), cdiv(N, schedule.block_n), cdiv(K, schedule.block_k))
         if batched:
             P = _grid_size(batch * num_tiles(M, N, schedule), schedule, num_sms, device)
         else:
             P = num_programs(M, N, K, schedule, _num_sms(schedule, num_sms, device))
-    K_run = padded(K, a.element_size()) if (K * a.element_size()) % _VECTOR_BYTES else K
     copies = (True, True) if K_run != K else (not loads_as_vectors(a), not loads_as_vectors(b))
     lead = shape[:-2]
     a_strides = torch.empty((*lead, M, K_run), device="meta").stride() if copies[0] else a.stride()
@@ -565,7 +565,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     check_shared_memory(schedule, a.dtype, b.dtype, shared_memory_limit(device))
     out_strides = out.stride() if out is not None else torch.empty(shape, device="meta").stride()
     units = (batch[0] if batch else 1) * num_tiles(M, N, schedule)
-    check_int32_walk(schedule, cdiv(M, schedule.block_m), cdiv(N, schedule.block_n), K // SCALE_BLOCK)
+    check_int32_walk(schedule, M, N, K)
     P = _grid_size(units, schedule, num_sms, device) if units else 0
     lead = (lambda strides: strides[0]) if batched else (lambda strides: 0)
     scalars = (batch[0] if batch else 1, M, N, K,
