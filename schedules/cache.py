@@ -1,17 +1,20 @@
 """On-disk cache of autotuned schedules (the winners the kernels' autotuner finds).
 
 One JSON file, ``<dir>/autotune.json``:
-    {"producer": "tlgemm.autotune", "format": 1, "entries": {<key>: {"schedule": {...}, "info": {...}}}}
+    {"producer": "tlgemm.autotune", "format": 2, "entries": {<key>: {"schedule": {...}, "info": {...}}}}
 <dir> is $TLGEMM_CACHE_DIR, else $XDG_CACHE_HOME/tlgemm, else ~/.cache/tlgemm.
-A key is "gpu|backend|a,b,c|M=..,N=..,K=..|version": GPU name, backend, canonical dtypes,
-``shape_bucket(M, N, K)`` and the library version (an entry of another version is a miss).
+A key is "gpu|backend|a,b,c|layout|M=..,N=..,K=..|version": GPU name, backend, canonical dtypes,
+the operands' storage (BLAS style, "nt": a row-major, b column-major; which schedules run and
+which is fastest depend on it), ``shape_bucket(M, N, K)`` and the library version (an entry of
+another version is a miss). Format 1 had no layout in its keys; such a file is ignored.
 
 Writes are atomic and serialised: under an exclusive ``fcntl.flock`` on ``autotune.json.lock``
 a writer reads the file, adds its entry, writes a temporary file in the same directory, fsyncs
 it and renames it over the cache (``os.replace``); readers take no lock and always see a whole
 file. A file that is truncated, not JSON, not ours or of another format version is ignored
-with a ``CacheWarning`` (once per file state) and rebuilt by the next ``put``. POSIX only
-(fcntl), like the GPU backends.
+with a ``CacheWarning`` (once per file state) and rebuilt by the next ``put``. The file gets
+the permissions of a plain ``open`` (0666 less the umask), so a directory shared by a group
+stays usable by all its users. POSIX only (fcntl), like the GPU backends.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
+import secrets
 import warnings
 from collections.abc import Iterator
 from importlib import metadata
@@ -33,7 +36,8 @@ from .schedule import Schedule
 
 __all__ = ["AutotuneCache", "CacheWarning", "CACHE_FORMAT", "default_cache_dir", "m_bucket", "shape_bucket"]
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
+LAYOUTS = ("nn", "nt", "tn", "tt")
 _PRODUCER = "tlgemm.autotune"
 _FILENAME = "autotune.json"
 
@@ -88,7 +92,7 @@ def _library_version() -> str:
 
 
 class AutotuneCache:
-    """get/put of tuned Schedules keyed by (GPU name, backend, dtypes, shape bucket, version)."""
+    """get/put of tuned Schedules keyed by (GPU name, backend, dtypes, layout, shape bucket, version)."""
 
     def __init__(self, directory: str | os.PathLike[str] | None = None, version: str | None = None):
         self.directory = Path(directory) if directory is not None else default_cache_dir()
@@ -96,17 +100,21 @@ class AutotuneCache:
         self.version = version if version is not None else _library_version()
         self._warned: tuple[int, int, int] | None = None  # (inode, size, mtime_ns) last warned about
 
-    def key(self, gpu: str, backend: str, dtypes: object, M: int, N: int, K: int) -> str:
-        """The entry key: "gpu|backend|a,b,c|M=..,N=..,K=..|version" (M bucketed)."""
+    def key(self, gpu: str, backend: str, dtypes: object, M: int, N: int, K: int, *, layout: str = "nt") -> str:
+        """The entry key: "gpu|backend|a,b,c|layout|M=..,N=..,K=..|version" (M bucketed);
+        layout: a's and b's storage, "n" row-major, "t" column-major (a [M, K], b [K, N])."""
         for name, value in (("gpu", gpu), ("backend", backend)):
             if not isinstance(value, str) or not value or "|" in value:
                 raise ValueError(f"{name} must be a non-empty string without '|', got {value!r}")
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout: expected one of {', '.join(LAYOUTS)}, got {layout!r}")
         bm, bn, bk = shape_bucket(M, N, K)
-        return f"{gpu}|{backend}|{','.join(gemm_dtypes(dtypes))}|M={bm},N={bn},K={bk}|{self.version}"
+        return f"{gpu}|{backend}|{','.join(gemm_dtypes(dtypes))}|{layout}|M={bm},N={bn},K={bk}|{self.version}"
 
-    def get(self, gpu: str, backend: str, dtypes: object, M: int, N: int, K: int) -> Schedule | None:
+    def get(self, gpu: str, backend: str, dtypes: object, M: int, N: int, K: int, *,
+            layout: str = "nt") -> Schedule | None:
         """The cached Schedule, or None (absent, or the file/entry is unusable: warned)."""
-        key = self.key(gpu, backend, dtypes, M, N, K)
+        key = self.key(gpu, backend, dtypes, M, N, K, layout=layout)
         entry = self._read().get(key)
         if entry is None:
             return None
@@ -118,11 +126,11 @@ class AutotuneCache:
             return None
 
     def put(self, gpu: str, backend: str, dtypes: object, M: int, N: int, K: int, schedule: Schedule,
-            info: dict[str, Any] | None = None) -> None:
+            info: dict[str, Any] | None = None, *, layout: str = "nt") -> None:
         """Store schedule (and JSON-serialisable info, e.g. measured TFLOP/s) atomically."""
         if not isinstance(schedule, Schedule):
             raise ValueError(f"schedule must be a Schedule, got {type(schedule).__name__}")
-        key = self.key(gpu, backend, dtypes, M, N, K)
+        key = self.key(gpu, backend, dtypes, M, N, K, layout=layout)
         value = {"schedule": schedule.to_dict(), "info": dict(info or {})}
         self.directory.mkdir(parents=True, exist_ok=True)
         with self._locked():
@@ -178,7 +186,9 @@ class AutotuneCache:
                           stacklevel=4)
 
     def _write(self, data: dict[str, Any]) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=_FILENAME + ".", suffix=".tmp", dir=self.directory)
+        # a new file of a unique name, created 0666 less the umask (tempfile.mkstemp would make it 0600)
+        tmp = self.directory / f"{_FILENAME}.{secrets.token_hex(8)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(data, f, indent=1, sort_keys=True)

@@ -3,6 +3,8 @@ truncated, foreign and newer-format files."""
 
 import json
 import multiprocessing
+import os
+import stat
 import warnings
 
 import pytest
@@ -41,13 +43,50 @@ def test_put_get_roundtrip(tmp_path):
     assert cache.get("NVIDIA H200", "triton", "bf16", 4096, 7168, 2048) is None
     assert cache.get(GPU, "triton", "fp16", 4096, 7168, 2048) is None
     assert cache.get(GPU, "triton", "bf16", 4096, 7168, 4096) is None
+    assert cache.get(GPU, "triton", "bf16", 4096, 7168, 2048, layout="nn") is None
     assert AutotuneCache(tmp_path, version="0.2.0").get(GPU, "triton", "bf16", 4096, 7168, 2048) is None
     data = json.loads((tmp_path / "autotune.json").read_text())
     assert data["format"] == CACHE_FORMAT
     (entry,) = data["entries"].values()
     assert entry["info"] == {"tflops": 701.5}
     assert cache.key(GPU, "triton", "bf16", 4096, 7168, 2048) == (
-        f"{GPU}|triton|bfloat16,bfloat16,bfloat16|M=4096,N=7168,K=2048|0.1.0")
+        f"{GPU}|triton|bfloat16,bfloat16,bfloat16|nt|M=4096,N=7168,K=2048|0.1.0")
+
+
+def test_layouts_have_their_own_entries(tmp_path):
+    """A winner tuned for one operand storage does not replace another's (the layouts run
+    different kernels: B MN-major takes no block_n that is no power of two)."""
+    cache = AutotuneCache(tmp_path, version="t")
+    cache.put(GPU, "tilelang", "bf16", 4096, 7168, 2048, TUNED, layout="nt")
+    cache.put(GPU, "tilelang", "bf16", 4096, 7168, 2048, TUNED.stages(2), layout="nn")
+    assert cache.get(GPU, "tilelang", "bf16", 4096, 7168, 2048, layout="nt") == TUNED
+    assert cache.get(GPU, "tilelang", "bf16", 4096, 7168, 2048, layout="nn") == TUNED.stages(2)
+    assert cache.get(GPU, "tilelang", "bf16", 4096, 7168, 2048, layout="tt") is None
+    with pytest.raises(ValueError, match=r"layout: expected one of nn, nt, tn, tt, got 'row'"):
+        cache.get(GPU, "tilelang", "bf16", 4096, 7168, 2048, layout="row")
+
+
+def test_format_1_file_is_ignored_with_a_warning(tmp_path):
+    """Format 1 keys had no layout: its entries are not read as any layout's."""
+    key = f"{GPU}|tilelang|bfloat16,bfloat16,bfloat16|M=4096,N=7168,K=2048|t"
+    (tmp_path / "autotune.json").write_text(json.dumps(
+        {"producer": "tlgemm.autotune", "format": 1, "entries": {key: {"schedule": TUNED.to_dict(), "info": {}}}}))
+    cache = AutotuneCache(tmp_path, version="t")
+    with pytest.warns(CacheWarning, match="format version 1, this library reads 2"):
+        assert cache.get(GPU, "tilelang", "bf16", 4096, 7168, 2048) is None
+    cache.put(GPU, "tilelang", "bf16", 4096, 7168, 2048, TUNED)
+    assert json.loads((tmp_path / "autotune.json").read_text())["format"] == 2
+
+
+def test_cache_file_takes_the_umask_not_0600(tmp_path):
+    """A cache directory shared by a group: the file is created like a plain open's (0666 less
+    the umask), not 0600 as tempfile.mkstemp makes it."""
+    old = os.umask(0o002)
+    try:
+        AutotuneCache(tmp_path, version="t").put(GPU, "tilelang", "bf16", 64, 64, 64, TUNED)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "autotune.json").stat().st_mode) == 0o664
 
 
 def test_shape_bucket():

@@ -101,6 +101,19 @@ def may_share_memory(x, y) -> bool:
     return x0 < y1 and y0 < x1
 
 
+def check_out_reads(out, reads) -> None:
+    """ValueError where ``out`` may share memory with a tensor the kernel reads while it writes
+    out (``reads``: (name, tensor or None) pairs; ``may_share_memory``); per call, as data
+    pointers change between calls of one signature. An ``out`` that is no tensor is left to
+    the caller's validation to name."""
+    if not isinstance(out, torch.Tensor):
+        return
+    for name, t in reads:
+        if isinstance(t, torch.Tensor) and may_share_memory(out, t):
+            raise ValueError(f"out: shares memory with {name}, which the kernel reads while it writes out; "
+                             "pass an out of its own")
+
+
 def blockscaled_problem(names, a, b, scale_a, scale_b, batched: bool, check_tensor):
     """(batch, M, N, K) of a block-scaled GEMM (batch: () or (B,)) after its operand rules:
     a [(B,) M, K] and b [(B,) N, K] fp8, K a multiple of SCALE_BLOCK, scale_a

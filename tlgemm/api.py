@@ -36,12 +36,14 @@ Size     the kernels index in int32: a tensor holding 2**31 elements or more is 
          operand spanning that many (a sparse view) but holding fewer is copied compactly.
 Backend  "auto": TileLang on sm_90 (Hopper) when tlgemm.tilelang has the kernel, Triton
          elsewhere (other NVIDIA GPUs, AMD through ROCm); explain() says which and why.
-Schedule None: the autotune cache (tlgemm.autotune) entry for this GPU, backend, dtypes and
-         shape bucket, else tlgemm.schedules.select's best candidate that the backends run
-         (no split-K; swap-AB in TileLang's matmul only; bmm: no Stream-K). bmm selects for
-         the [B·M, N, K] problem.
+Schedule None: the autotune cache (tlgemm.autotune) entry for this GPU, backend, dtypes,
+         operand layout (row- or column-major a and b: autotune's ``layout``) and shape
+         bucket, else tlgemm.schedules.select's best candidate that the backends run (no
+         split-K; swap-AB in TileLang's matmul only; a block_n no power of two only there
+         and with B read K-major; bmm: no Stream-K). bmm selects for the [B·M, N, K] problem.
 Caches   the resolved backend, schedule and kernel are kept per (op, shape bucket, N, K,
-         dtypes, device, backend, schedule): a repeated call selects nothing, reads no cache
+         dtypes, device, backend, schedule, operand layouts and 16-byte alignment): a
+         repeated call selects nothing, reads no cache
          file and validates no dtype again; it checks shapes, devices and strides, allocates
          the output and launches. A matmul is also kept per the signatures of a, b and out
          (shapes, strides, dtypes, device, 16-byte alignment) with out_dtype, backend and
@@ -69,7 +71,8 @@ import torch
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import SCALE_BLOCK, check_no_overlap, matmul_uses_tf32, may_share_memory, remember, signature
+from tlgemm._checks import (SCALE_BLOCK, check_no_overlap, check_out_reads, matmul_uses_tf32, may_share_memory,
+                            remember, signature)
 from tlgemm.schedules import AutotuneCache, Schedule, Selection, cdiv, m_bucket, num_programs, select
 
 __all__ = ["matmul", "addmm", "bmm", "scaled_mm", "explain", "autotune", "Explanation", "AutotuneResult",
@@ -213,10 +216,7 @@ def _check_out(op: str, out, out_dtype, shape: tuple[int, ...], reads: dict):
     if out.device != a.device:
         raise ValueError(f"out: on {out.device}, but a is on {a.device}; all tensors must be on one device")
     check_no_overlap("out", out)
-    for name, t in reads.items():
-        if _aliases(out, t):
-            raise ValueError(f"out: shares memory with {name}, which the kernel reads while it writes out; "
-                             "pass an out of its own")
+    check_out_reads(out, reads.items())
     return out.dtype
 
 
@@ -334,7 +334,7 @@ class _Plan:
     target: Target
     fallbacks: tuple[Schedule, ...] = ()  # select()'s next candidates, tried if the backend rejects `schedule`
     #: for an autotune cache entry: select()'s candidates, computed only if the backend rejects it
-    #: (the entry was tuned for other operand layouts, e.g. a block_n no power of two with B MN-major)
+    #: (e.g. shared memory: the entry was tuned on a GPU of the same name with more of it)
     reselect: Callable[[], tuple[Schedule, ...]] | None = None
 
 
@@ -389,16 +389,24 @@ def _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32) -> tuple[str
     return hard, soft
 
 
-def runs_schedule(backend: str, op: str, s: Schedule) -> bool:
+def runs_schedule(backend: str, op: str, s: Schedule, b_k_major: bool = True) -> bool:
     """Whether ``backend``'s launcher for ``op`` takes this schedule: no split-K; swap-AB,
     clusters (cluster_m > 1) and a block_n that is no power of two only in the TileLang
-    backend's matmul (not bmm; that block_n needs B K-major, which the launch checks); bmm:
-    no Stream-K."""
+    backend's matmul (not bmm); that block_n only where the kernel reads B K-major
+    (``b_k_major``: the TileLang launcher's rule, ``_tilelang_layout``); bmm: no Stream-K."""
     if s.split_k > 1 or (op == "bmm" and s.streamk_tiles):
         return False
     if (s.cluster_m > 1 or not s.has_pow2_block_n) and (backend != "tilelang" or _KERNEL[op] != "matmul"):
         return False
+    if not s.has_pow2_block_n and not b_k_major:
+        return False
     return not s.is_swap_ab or (backend == "tilelang" and op != "bmm")
+
+
+def _call_layout(a: torch.Tensor, b: torch.Tensor) -> str:
+    """The operands' storage, BLAS style as autotune's ``layout``: "n" for a row-major a
+    [M, K] or b [K, N], "t" for a column-major one (the order ``_layout`` reads)."""
+    return "".join("n" if _layout(t)[1] == "row" else "t" for t in (a, b))
 
 
 def _dtype_key(a_dtype, b_dtype, out_dtype, tf32: bool) -> tuple[str, str, str]:
@@ -410,9 +418,10 @@ def _dtype_key(a_dtype, b_dtype, out_dtype, tf32: bool) -> tuple[str, str, str]:
 _MAX_FALLBACKS = 7
 
 
-def _choose_schedule(op, backend, M, N, K, dtypes, target, schedule, info, use_cache):
-    """(schedule, fallbacks, reselect): the caller's, the autotune cache's (select()'s candidates
-    computed only should the backend reject it) or select()'s best runnable one."""
+def _choose_schedule(op, backend, M, N, K, dtypes, target, schedule, info, use_cache, layout, b_k_major):
+    """(schedule, fallbacks, reselect): the caller's, the autotune cache's entry for this
+    ``layout`` (select()'s candidates computed only should the backend reject it) or
+    select()'s best one that the backend runs with B read K-major or not (``b_k_major``)."""
     if schedule is not None:
         info["schedule"] = "given by the caller"
         return schedule, (), None
@@ -421,35 +430,34 @@ def _choose_schedule(op, backend, M, N, K, dtypes, target, schedule, info, use_c
         return None, (), None
     use_cache = use_cache and not target.analysis and target.vendor != "interpreter" and op != "bmm"
     if use_cache:
-        hit = AutotuneCache().get(target.name, backend, dtypes, M, N, K)
-        if hit is not None and runs_schedule(backend, op, hit):
-            info["schedule"] = f"autotune cache entry for {target.name}, {backend}, {dtypes}, shape bucket of M={M}"
-            return hit, (), lambda: _selected(op, backend, M, N, K, dtypes, target, {}, use_cache)
-    chosen, *fallbacks = _selected(op, backend, M, N, K, dtypes, target, info, use_cache)
+        hit = AutotuneCache().get(target.name, backend, dtypes, M, N, K, layout=layout)
+        if hit is not None and runs_schedule(backend, op, hit, b_k_major):
+            info["schedule"] = (f"autotune cache entry for {target.name}, {backend}, {dtypes}, layout {layout}, "
+                                f"shape bucket of M={M}")
+            return hit, (), lambda: _selected(op, backend, M, N, K, dtypes, target, {}, use_cache, b_k_major)
+    chosen, *fallbacks = _selected(op, backend, M, N, K, dtypes, target, info, use_cache, b_k_major)
     return chosen, tuple(fallbacks), None
 
 
-def _selected(op, backend, M, N, K, dtypes, target, info, use_cache) -> tuple[Schedule, ...]:
+def _selected(op, backend, M, N, K, dtypes, target, info, use_cache, b_k_major) -> tuple[Schedule, ...]:
     """select()'s best runnable schedule and its fallbacks: the next ``_MAX_FALLBACKS`` and the
     best with a power-of-two block_n."""
     m_min, bucket = m_bucket(M)
     selection = select(bucket, N, K, dtypes, target.num_sms, target.smem_bytes, explain=True, m_min=m_min)
-    runnable = list(dict.fromkeys(c.schedule for c in selection.candidates if runs_schedule(backend, op, c.schedule)))
+    runnable = list(dict.fromkeys(c.schedule for c in selection.candidates
+                                  if runs_schedule(backend, op, c.schedule, b_k_major)))
     if not runnable:
         raise ValueError(f"schedule: select() offers no candidate the {backend} backend runs for M={M}, N={N}, K={K}")
     rank = next(i for i, c in enumerate(selection.candidates) if c.schedule == runnable[0])
     skipped = (f"; {rank} better-modelled candidates use what the {backend} backend does not run "
-               "(split-K; swap-AB outside TileLang's matmul; Stream-K in bmm)") if rank else ""
+               "(split-K; swap-AB outside TileLang's matmul; Stream-K in bmm; a block_n no power of two with B "
+               "read MN-major)") if rank else ""
     no_cache = "no autotune cache entry" if use_cache else "autotune cache not consulted"
     rows = f"the [B·M, N, K] problem, M bucket {bucket}" if op == "bmm" else f"M bucket {bucket}"
     info["schedule"] = (f"tlgemm.schedules.select ({no_cache}; {rows}){skipped}; should the backend reject it at "
                         "the first launch (shared memory), the next candidate runs")
     info["selection"] = selection
-    fallbacks = runnable[1:1 + _MAX_FALLBACKS]
-    pow2 = next((s for s in runnable if s.has_pow2_block_n), None)
-    if pow2 is not None and pow2 not in (runnable[0], *fallbacks):
-        fallbacks.append(pow2)  # the TileLang GEMM takes other widths only with B K-major
-    return (runnable[0], *fallbacks)
+    return tuple(runnable[:1 + _MAX_FALLBACKS])
 
 
 def _check_schedule(schedule) -> None:
@@ -463,8 +471,10 @@ def _check_backend(backend) -> None:
 
 
 def _make_plan(op, M, N, K, a_dtype, b_dtype, out_dtype, device, backend, schedule, tf32, target=None, info=None,
-               use_cache=True):
-    """Resolve backend, schedule and kernel (validating dtypes and the device); M = B·M for bmm."""
+               use_cache=True, layout="nt", b_k_major=True):
+    """Resolve backend, schedule and kernel (validating dtypes and the device); M = B·M for bmm.
+    ``layout`` (``_call_layout``) keys the autotune cache; ``b_k_major``: whether the TileLang
+    kernel would read B K-major (``_tilelang_layout``), which a block_n no power of two needs."""
     info = {} if info is None else info
     _check_backend(backend)
     out_dtype = _result_dtype(op, a_dtype, b_dtype, out_dtype)
@@ -483,7 +493,7 @@ def _make_plan(op, M, N, K, a_dtype, b_dtype, out_dtype, device, backend, schedu
     if fn is None:
         raise NotImplementedError(f"backend: tlgemm.{name} has no {_KERNEL[op]} kernel in this installation")
     chosen, fallbacks, reselect = _choose_schedule(op, name, M, N, K, _dtype_key(a_dtype, b_dtype, out_dtype, tf32),
-                                                   target, schedule, info, use_cache)
+                                                   target, schedule, info, use_cache, layout, b_k_major)
     if op == "blockscaled":
         def launch(a, b, schedule, out, scale_a, scale_b, bias):
             return fn(a, b.mT, scale_a, scale_b, schedule, out=out, out_dtype=out.dtype, bias=bias,
@@ -601,7 +611,8 @@ def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=N
         plan = _PLANS.get(key)
         fresh = plan is None
         if fresh:
-            plan = _make_plan(op, rows, N, K, a_dtype, b.dtype, out_dtype, device, backend, schedule, tf32)
+            plan = _make_plan(op, rows, N, K, a_dtype, b.dtype, out_dtype, device, backend, schedule, tf32,
+                              layout=_call_layout(a, b), b_k_major=_tilelang_layout("b", b, K)[1] == "K")
         if out is None:
             shape = (M, N) if batch == 1 and a.ndim == 2 else (batch, M, N)
             out = torch.empty(shape, dtype=plan.out_dtype, device=device)
@@ -626,11 +637,12 @@ def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=N
 
 def _plan_key(op, rows, N, K, a, b, out_dtype, backend, schedule, tf32) -> tuple:
     """The ``_PLANS`` key of a call: the problem, dtypes, device and options, and each operand's
-    layout (``_layout``), since a schedule that runs with one layout may be rejected with
-    another (the TileLang kernels take a block_n that is no power of two only with B K-major;
-    the Triton kernel's shared memory depends on the order it reads)."""
+    layout (``_layout``) and 16-byte alignment, since a schedule that runs with one layout may
+    be rejected with another (the TileLang kernels take a block_n that is no power of two only
+    with B read K-major, and its launcher copies an unaligned B K-major; the Triton kernel's
+    shared memory depends on the order it reads)."""
     return (op, m_bucket(rows), N, K, a.dtype, b.dtype, out_dtype, a.device, backend, schedule, tf32, _layout(a),
-            _layout(b))
+            _layout(b), a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0)
 
 
 def _first_launch(plan: _Plan, a, b, out, scale_a, scale_b, bias) -> _Plan:
@@ -966,7 +978,8 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
     tf32 = a.dtype == torch.float32 and matmul_uses_tf32()
     info: dict = {}
     plan = _make_plan(op, batch * M, N, K, a.dtype, b.dtype, out_dtype, a.device, backend, schedule, tf32,
-                      target=target, info=info)
+                      target=target, info=info, layout=_call_layout(a, b),
+                      b_k_major=_tilelang_layout("b", b, K)[1] == "K")
     reasons = [f"backend {plan.backend}: {info['backend']}", f"schedule: {info['schedule']}"]
     key = _plan_key(op, batch * M, N, K, a, b, out_dtype, backend, schedule, tf32)
     ran = None if target.analysis else _PLANS.get(key)
@@ -1038,13 +1051,19 @@ class AutotuneResult:
 
 def _operands(M, N, K, dtype, layout, device, generator=None):
     """Random a [M, K], b [K, N] stored per ``layout`` ("nt": a row-major, b the transpose of
-    a row-major [N, K]; "n"/"t" per operand, BLAS style)."""
+    a row-major [N, K]; "n"/"t" per operand, BLAS style); on the meta device, no data."""
     from tlgemm.testing import random_operand
 
     if layout not in ("nn", "nt", "tn", "tt"):
         raise ValueError(f"layout: expected nn, nt, tn or tt, got {layout!r}")
-    a = random_operand((M, K) if layout[0] == "n" else (K, M), dtype, generator=generator, device=device)
-    b = random_operand((K, N) if layout[1] == "n" else (N, K), dtype, generator=generator, device=device)
+
+    def make(shape):
+        if torch.device(device).type == "meta":
+            return torch.empty(shape, dtype=dtype, device="meta")
+        return random_operand(shape, dtype, generator=generator, device=device)
+
+    a = make((M, K) if layout[0] == "n" else (K, M))
+    b = make((K, N) if layout[1] == "n" else (N, K))
     return (a if layout[0] == "n" else a.t()), (b if layout[1] == "n" else b.t())
 
 
@@ -1082,8 +1101,9 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
     backend also the 2-CTA cluster form (``Schedule.cluster``) of each persistent one without
     Stream-K (select() does not model multicast, so only timing decides); a candidate is timed
     only after its result matches the float64 reference (tlgemm.testing tolerances). Winners go
-    into the autotune cache (``cache``, default AutotuneCache()), which matmul/addmm/scaled_mm
-    consult with schedule=None. Returns one AutotuneResult per (shape, dtype)."""
+    into the autotune cache (``cache``, default AutotuneCache()) under ``layout``, which
+    matmul/addmm/scaled_mm consult with schedule=None for calls whose a and b are stored so.
+    Returns one AutotuneResult per (shape, dtype)."""
     if device is None:
         if not torch.cuda.is_available():
             raise ValueError("device: autotune times kernels on a GPU, but torch.cuda.is_available() is False")
@@ -1100,13 +1120,14 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
         for M, N, K in shape_list:
             tf32 = dtype == torch.float32 and matmul_uses_tf32()
             info: dict = {}
+            b_k_major = _tilelang_layout("b", _operands(M, N, K, dtype, layout, "meta")[1], K)[1] == "K"
             plan = _make_plan("matmul", M, N, K, dtype, dtype, out_dtype, device, backend, None, tf32,
-                              target=target, info=info, use_cache=False)
+                              target=target, info=info, use_cache=False, layout=layout, b_k_major=b_k_major)
             pool = [c.schedule for c in info["selection"].candidates
-                    if runs_schedule(plan.backend, "matmul", c.schedule)]
+                    if runs_schedule(plan.backend, "matmul", c.schedule, b_k_major)]
             pool = list(dict.fromkeys(pool))[:candidates]
             clustered = [s.cluster(2) for s in pool if s.is_persistent and not s.streamk_tiles]
-            pool += [s for s in clustered if runs_schedule(plan.backend, "matmul", s)]
+            pool += [s for s in clustered if runs_schedule(plan.backend, "matmul", s, b_k_major)]
             jobs.append((M, N, K, dtype, tf32, plan, pool))
     bar = _Progress(sum(len(job[-1]) for job in jobs), progress)
     results = []
@@ -1119,8 +1140,8 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
                 results.append(AutotuneResult(M, N, K, keys, plan.backend, None, None, None, len(pool), failed))
                 continue
             us, tflops = best[1] * 1e3, 2 * M * N * K / best[1] * 1e-9
-            cache.put(target.name, plan.backend, keys, M, N, K, best[0],
-                      info={"time_us": us, "tflops": tflops, "candidates": len(pool), "layout": layout})
+            cache.put(target.name, plan.backend, keys, M, N, K, best[0], layout=layout,
+                      info={"time_us": us, "tflops": tflops, "candidates": len(pool)})
             results.append(AutotuneResult(M, N, K, keys, plan.backend, best[0], us, tflops, len(pool), failed))
     finally:
         bar.close()

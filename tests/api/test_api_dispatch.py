@@ -115,21 +115,28 @@ def test_rejected_caller_schedule_is_an_error(fake_gpu, generator):
 
 
 def test_autotune_cache_entry_is_used(fake_gpu, generator):
+    """The entry of the call's layout (a row-major, b row-major: "nn") is used, not another's."""
     tuned = Schedule(block_m=64, block_n=128, num_stages=4).persistent(132)
-    AutotuneCache().put("Fake H100", "tilelang", ("bfloat16", "bfloat16", "bfloat16"), 128, 256, 512, tuned)
+    other = Schedule(block_m=128, block_n=64, num_stages=4).persistent(132)
+    dtypes = ("bfloat16", "bfloat16", "bfloat16")
+    AutotuneCache().put("Fake H100", "tilelang", dtypes, 128, 256, 512, other, layout="nt")
+    AutotuneCache().put("Fake H100", "tilelang", dtypes, 128, 256, 512, tuned, layout="nn")
     a, b = _ab(100, 256, 512, generator=generator)
     tlgemm.matmul(a, b)
     assert fake_gpu.tilelang.calls[-1][3] == tuned and fake_gpu.selects == 0
+    tlgemm.matmul(a, b.t().contiguous().t())
+    assert fake_gpu.tilelang.calls[-1][3] == other and fake_gpu.selects == 0
     assert "autotune cache entry for Fake H100" in str(tlgemm.explain(a, b, gpu=api.Target(
         "Fake H100", "cuda", "sm_90", 132, 232448)))
 
 
 def test_autotune_cache_entry_the_backend_rejects_falls_back_to_select(fake_gpu, generator):
-    """An autotune cache entry the backend rejects for this call ("schedule: ..."; e.g. a block_n
-    no power of two, tuned with B K-major, for a B MN-major) is followed by select()'s candidates,
+    """An autotune cache entry the backend rejects for this call ("schedule: ...", e.g. shared
+    memory of a GPU with less of it under the same name) is followed by select()'s candidates,
     computed only then; the plan keeps the one that ran."""
-    tuned = Schedule(block_m=128, block_n=144, num_stages=4, num_warpgroups=2).persistent(132)
-    AutotuneCache().put("Fake H100", "tilelang", ("bfloat16", "bfloat16", "bfloat16"), 128, 256, 512, tuned)
+    tuned = Schedule(block_m=128, block_n=128, num_stages=4, num_warpgroups=2).persistent(132)
+    AutotuneCache().put("Fake H100", "tilelang", ("bfloat16", "bfloat16", "bfloat16"), 128, 256, 512, tuned,
+                        layout="nn")
     fake_gpu.tilelang.reject.add(tuned)
     a, b = _ab(100, 256, 512, generator=generator)
     out = tlgemm.matmul(a, b)
@@ -307,12 +314,13 @@ def test_autotune_stores_the_fastest_checked_candidate(fake_gpu, monkeypatch, ca
     monkeypatch.setattr(triton.testing, "do_bench", fake_do_bench)
     fake_gpu.tilelang.reject.add(tlgemm.explain(torch.empty(200, 512, dtype=torch.bfloat16, device="meta"),
                                                 torch.empty(512, 256, dtype=torch.bfloat16, device="meta")).schedule)
-    results = tlgemm.autotune([(200, 256, 512)], torch.bfloat16, device="cpu", candidates=5, progress=True)
+    results = tlgemm.autotune([(200, 256, 512)], torch.bfloat16, device="cpu", candidates=5, progress=True,
+                              layout="nn")
     (r,) = results
     assert r.backend == "tilelang" and r.tried == 10 and len(r.failed) == 1 and "shared memory" in r.failed[0]
     assert [s.cluster_m for s in timed] == [1] * 4 + [2] * 5, "select()'s five, then their 2-CTA cluster forms"
     assert r.schedule == timed[2] and r.time_us == 500.0
-    assert AutotuneCache().get("Fake H100", "tilelang", ("bfloat16",) * 3, 256, 256, 512) == r.schedule
+    assert AutotuneCache().get("Fake H100", "tilelang", ("bfloat16",) * 3, 256, 256, 512, layout="nn") == r.schedule
     assert "tlgemm autotune" in capsys.readouterr().err  # the progress bar
     a, b = _ab(230, 256, 512)
     tlgemm.matmul(a, b)  # same M bucket (193..256): the tuned schedule, no selection
@@ -336,26 +344,27 @@ def test_explain_names_the_operand_read_once():
     assert once(16, 4096, tile.swap_ab()) == ["b"]
 
 
-def test_a_width_no_power_of_two_gives_way_to_a_power_of_two(fake_gpu, monkeypatch):
+def test_a_width_no_power_of_two_only_with_b_read_k_major(fake_gpu):
     """select() may rank a block_n that is no power of two first (128x144 at M = 2048, N = 2112);
-    the TileLang matmul takes it only with B K-major and the Triton backend never, so a launch
-    that rejects it still reaches a power-of-two width among the fallbacks."""
-    a, b = _ab(2048, 2112, 512)
-    first = tlgemm.explain(a, b, backend="tilelang").schedule
+    the TileLang matmul takes it only with B read K-major and the Triton backend never, so for
+    a B stored MN-major both explain and the call take select()'s best power-of-two width."""
+    a, b_k = _ab(2048, 2112, 512, b_cols=True)
+    first = tlgemm.explain(a, b_k, backend="tilelang").schedule
     assert first.block_n == 144
     assert not api.runs_schedule("triton", "matmul", first) and not api.runs_schedule("tilelang", "bmm", first)
     assert api.runs_schedule("tilelang", "matmul", first)
+    assert not api.runs_schedule("tilelang", "matmul", first, b_k_major=False)
+    tlgemm.matmul(a, b_k, backend="tilelang")
+    assert fake_gpu.tilelang.calls[-1][3] == first
 
-    def k_major_only(schedule):
-        if not schedule.has_pow2_block_n:
-            raise ValueError(f"schedule: block_n={schedule.block_n} is not a power of two, which the TileLang GEMM "
-                             "kernels take only with B K-major")
-
-    monkeypatch.setattr(fake_gpu.tilelang, "_check", k_major_only)
-    out = tlgemm.matmul(a, b, backend="tilelang")
-    assert fake_gpu.tilelang.calls[-1][3].has_pow2_block_n
-    assert_gemm_close(out, reference_gemm(a, b), torch.bfloat16)
-    tlgemm.matmul(a, b, backend="triton")
+    b_mn = b_k.contiguous()
+    shown = tlgemm.explain(a, b_mn, backend="tilelang")
+    assert shown.schedule.has_pow2_block_n
+    assert any("a block_n no power of two with B read MN-major" in r for r in shown.reasons)
+    out = tlgemm.matmul(a, b_mn, backend="tilelang")
+    assert fake_gpu.tilelang.calls[-1][3] == shown.schedule
+    assert_gemm_close(out, reference_gemm(a, b_mn), torch.bfloat16)
+    tlgemm.matmul(a, b_mn, backend="triton")
     assert fake_gpu.triton.calls[-1][3].has_pow2_block_n
 
 

@@ -160,6 +160,28 @@ def test_out_sharing_memory_with_an_input_is_named():
         tlgemm.scaled_mm(a8, b8, scales[:, :1], torch.ones(1), out=scales, out_dtype=torch.float32)
 
 
+@pytest.mark.parametrize("backend", ["tilelang", "triton"])
+def test_backend_launchers_reject_an_out_sharing_an_input(backend):
+    """The backends' own launchers check it too, on every call (before anything compiles)."""
+    import importlib
+
+    launch = importlib.import_module(f"tlgemm.{backend}")
+    s = tlgemm.schedules.Schedule(block_m=64, block_n=64)
+    square = torch.randn(64, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"out: shares memory with b, which the kernel reads"):
+        launch.matmul(torch.randn(64, 64, dtype=torch.bfloat16), square, s, out=square)
+    scale = torch.ones(64, 64)
+    with pytest.raises(ValueError, match=r"out: shares memory with scale_a"):
+        launch.matmul(*_ab(64, 64, 64, dtype=E4M3), s, out=scale, scale_a=scale[:, 0], out_dtype=torch.float32)
+    x = torch.randn(2, 64, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"out: shares memory with a"):
+        launch.bmm(x, torch.randn(2, 64, 64, dtype=torch.bfloat16), s, out=x)
+    a8, b8 = _fp8(64, 128, 128)
+    buf = torch.ones(64, 129)  # out [64, 128] float32 and scale_a [64, 1] in one buffer's rows
+    with pytest.raises(ValueError, match=r"out: shares memory with scale_a"):
+        launch.blockscaled_matmul(a8, b8.t(), buf[:, 128:], torch.ones(1, 1), out=buf[:, :128])
+
+
 def test_fp8_pairs_may_mix():
     """e4m3 x e5m2 passes the dtype rules (and stops at the device rule on a CPU-only machine)."""
     a, b = _ab(dtype=E4M3)[0], _ab(dtype=E5M2)[1]

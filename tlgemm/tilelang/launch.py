@@ -14,6 +14,7 @@ one copy, documented here and by ``explain``):
   both operands (exact: the padding adds zero products; an operand that is copied anyway is
   padded in the same copy), and C is computed into a padded buffer and copied into ``out``.
   ``out`` that is not a dense row-major [M, N] is likewise written through one temporary.
+  ``out`` must not share memory with a tensor the kernel reads (checked on every call).
   What is padded is padded to rows of a multiple of 128 bytes (``tlgemm._checks.PITCH``), not
   just 16: with operand rows 16 to 112 bytes off whole 128-byte lines the kernel ran 1.4-2.0x
   slower on the H100 (e.g. 4096x4096x4001 bf16: 366 TFLOP/s with K padded to 4008, 749 to
@@ -51,8 +52,8 @@ import torch
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import SCALE_BLOCK as _SCALE_BLOCK
-from tlgemm._checks import (blockscaled_problem, check_int32_walk, cuda_limits, output_dtype, padded, remember,
-                             signature, stream_workspace, vector)
+from tlgemm._checks import (blockscaled_problem, check_int32_walk, check_out_reads, cuda_limits, output_dtype, padded,
+                             remember, signature, stream_workspace, vector)
 from tlgemm._checks import padded_copy as _k_major_copy
 from tlgemm import schedules
 from tlgemm.macros.operands import Major
@@ -390,6 +391,7 @@ def _cached(*args) -> tuple:
 
 
 def _launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
+    check_out_reads(out, (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b), ("bias", bias)))
     key, launch = _cached(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
     if launch is None:
         launch = _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
@@ -516,6 +518,7 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
     broadcast (stride 0) one included, is copied once. Returns ``out`` [B, M, N]."""
     if isinstance(schedule, Schedule):
         _check_bmm_schedule(schedule)
+    check_out_reads(out, (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b), ("bias", bias)))
     _check_tensor("a", a, 3)
     _check_tensor("b", b, 3)
     batch = a.shape[0]
@@ -1036,6 +1039,7 @@ _BLOCKSCALED_LAUNCHES: dict[tuple, _BlockScaledLaunch] = {}
 
 def _blockscaled_call(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched):
     """``_blockscaled`` once per argument signature, its ``_BlockScaledLaunch`` after that."""
+    check_out_reads(out, (*zip(names, (a, b, scale_a, scale_b)), ("bias", bias)))
     try:
         key = (batched, schedule, out_dtype, num_sms, signature(a), signature(b), signature(scale_a),
                signature(scale_b), signature(out), signature(bias))

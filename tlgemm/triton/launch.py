@@ -15,7 +15,8 @@ naming the argument):
   the batched form); K a multiple of 128, any M and N; block_k = 128.
 * All tensors on one device: CUDA, or CPU while interpreting (TRITON_INTERPRET=1).
 * Any strides (a batch stride of 0 broadcasts), but every tensor spans fewer than 2**31
-  elements (the kernels index in int32) and ``out`` must not overlap itself.
+  elements (the kernels index in int32); ``out`` must not overlap itself nor share memory
+  with a tensor the kernel reads (checked on every call).
 * The schedule: a tlgemm.schedules.Schedule without split_k or swap-AB (not implemented by
   this backend; ``bmm`` and the block-scaled kernels also without Stream-K); block_k >= 32
   for 8-bit inputs (tl.dot's minimum K for 8-bit operands); a power-of-two num_warpgroups
@@ -50,7 +51,7 @@ from triton.runtime.errors import OutOfResources, PTXASError
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import (SCALE_BLOCK, blockscaled_problem, by_signature, check_int32_walk, check_no_overlap,
-                             cuda_limits, output_dtype, padded, padded_copy, stream_workspace, vector)
+                             check_out_reads, cuda_limits, output_dtype, padded, padded_copy, stream_workspace, vector)
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, persistent_programs, resolve_num_sms
 
 from .kernels import (
@@ -322,6 +323,7 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32,
     tensors: a namespace with out (allocated when None), the operands the kernel reads (a and
     b: K-major copies where the plan says so), the epilogue vectors, their strides, sizes, grid
     size P and meta."""
+    check_out_reads(out, (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b), ("bias", bias)))
     plan = by_signature(_PLANS, (batched, schedule, out_dtype, allow_tf32, num_sms),
                         (a, b, out, scale_a, scale_b, bias),
                         lambda: _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms,
@@ -577,6 +579,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
 def _blockscaled_call(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched):
     """``_blockscaled`` once per argument signature, its ``_BlockScaledLaunch`` after that
     (validation and the schedule cost the host more than Triton's own launch)."""
+    check_out_reads(out, (*zip(names, (a, b, scale_a, scale_b)), ("bias", bias)))
     launch = by_signature(_BLOCKSCALED_LAUNCHES, (batched, schedule, out_dtype, num_sms),
                           (a, b, scale_a, scale_b, out, bias),
                           lambda: _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms,
