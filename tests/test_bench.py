@@ -444,6 +444,45 @@ def test_from_json_merges_runs_and_rejects_other_files(tmp_path, capsys):
     assert "not a tlgemm-bench/1 record" in capsys.readouterr().err
 
 
+def _without(record: dict, key: str) -> dict:
+    return {k: v for k, v in record.items() if k != key}
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("", "the file is empty"),
+    (" \n", "the file is empty"),
+    ("run 1: 700 TFLOP/s", "not JSON (Expecting value: line 1 column 1)"),
+    (json.dumps(_synthetic_run())[:300], "not JSON (Unterminated string starting at: line 1 column 290; the file "
+                                         "ends early, cut short?)"),
+    ('{"format": "tlgemm-bench/1", "rows": [\n', "not JSON (Expecting value: line 2 column 1; the file ends early, "
+                                                  "cut short?)"),
+    ("[1, 2]", "not a tlgemm-bench/1 record (a JSON list, not an object)"),
+    ('"tlgemm-bench/1"', "not a tlgemm-bench/1 record (a JSON str, not an object)"),
+    (json.dumps({"format": bench.FORMAT}), "a tlgemm-bench/1 record without its list of rows"),
+    (json.dumps({"format": bench.FORMAT, "rows": {}}), "a tlgemm-bench/1 record without its list of rows"),
+    (json.dumps({**_synthetic_run(), "rows": [{"set": "square"}]}),
+     "row 0 of the tlgemm-bench/1 record is not an object with the keys set, dtype, M, N, K"),
+    (json.dumps({**_synthetic_run(), "rows": [7]}), "row 0 of the tlgemm-bench/1 record is not an object"),
+    (json.dumps(_without(_synthetic_run(), "environment")),
+     "a tlgemm-bench/1 record the reports cannot read (missing 'environment')"),
+    (json.dumps({**_synthetic_run(), "options": []}), "a tlgemm-bench/1 record the reports cannot read (TypeError"),
+    (b"\xff\xfe{}", "not a text file (not UTF-8)"),
+    (None, "cannot read it: No such file or directory"),
+])
+def test_from_json_names_the_option_the_file_and_what_is_wrong(content, expected, tmp_path, capsys):
+    """An unreadable, empty, non-JSON, truncated or wrongly shaped --from-json file: one line, no traceback."""
+    path = tmp_path / "run.json"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    assert bench.main(["--from-json", str(path), "--no-plots", "--out", str(tmp_path / "out")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"tlgemm bench: error: --from-json {path}: ") and expected in err
+    assert err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
 def test_plots(tmp_path):
     pytest.importorskip("matplotlib")
     rows = _synthetic_run()["rows"]
@@ -470,6 +509,30 @@ def test_help_and_bad_options(capsys):
     with pytest.raises(SystemExit) as exc:
         bench.main(["--sets", "square,bogus"])
     assert exc.value.code == 2 and "choose from" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--warmup-ms", "0"], "argument --warmup-ms: expected a number > 0, got '0'"),
+    (["--rep-ms", "-25"], "argument --rep-ms: expected a number > 0, got '-25'"),
+    (["--rep-ms", "nan"], "argument --rep-ms: expected a number > 0, got 'nan'"),
+    (["--warmup-ms", "inf"], "argument --warmup-ms: expected a number > 0, got 'inf'"),
+    (["--budget", "-1"], "argument --budget: expected a number >= 0, got '-1'"),
+    (["--input-sets", "-1"], "argument --input-sets: expected an integer >= 0, got '-1'"),
+    (["--input-sets", "2.5"], "argument --input-sets: expected an integer >= 0, got '2.5'"),
+    (["--compile-workers", "-4"], "argument --compile-workers: expected an integer >= 0, got '-4'"),
+])
+def test_timing_options_reject_values_out_of_range(argv, expected, capsys):
+    """Times must be > 0; the budget (0: no case runs), the input sets (0: automatic) and the
+    compile workers (0: none ahead of timing) >= 0."""
+    with pytest.raises(SystemExit) as exc:
+        bench.build_parser().parse_args(argv)
+    assert exc.value.code == 2 and expected in capsys.readouterr().err
+
+
+def test_timing_options_take_positive_times_and_zero_counts():
+    args = bench.build_parser().parse_args(["--warmup-ms", "0.5", "--rep-ms", "1e2", "--budget", "0",
+                                            "--input-sets", "0", "--compile-workers", "0"])
+    assert (args.warmup_ms, args.rep_ms, args.budget, args.input_sets, args.compile_workers) == (0.5, 100.0, 0.0, 0, 0)
 
 
 def test_arguments_fit_a_subcommand():

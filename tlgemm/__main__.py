@@ -7,7 +7,10 @@
     tlgemm bench ...                                                the benchmark harness (tlgemm.bench)
     tlgemm layout [--dtype e4m3 ...]                                operand layouts and WGMMA descriptors
 
-``layout`` imports no torch; the others import it (and TileLang/Triton) when they run.
+``layout`` imports no torch; the others import it (and TileLang/Triton) when they run. Exit
+status: 0; 1 where ``run``'s check or an ``autotune`` entry failed, or where stdout was closed
+early (``tlgemm explain ... | head -1``: the rest of the output is dropped, no traceback); 2 for
+an invalid request; ``bench`` returns tlgemm.bench's.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import importlib
 import os
 import sys
 
-from tlgemm.macros.operands import Major, decode, describe, descriptor_for, encode
+from tlgemm.macros.operands import SMEM_ADDRESS_LIMIT, Major, decode, describe, descriptor_for, encode
+from tlgemm.schedules.schedule import INT32_MAX
 
 #: --dtype names -> (torch dtype name, TF32 on).
 _DTYPES = {"fp32": ("float32", False), "tf32": ("float32", True), "fp16": ("float16", False),
@@ -26,10 +30,37 @@ _DTYPES = {"fp32": ("float32", False), "tf32": ("float32", True), "fp16": ("floa
            "int8": ("int8", False)}
 _OUT_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int32": "int32"}
 _LAYOUTS = ("nt", "nn", "tn", "tt")
+#: Every wgmma is m64: a warpgroup reads its A tile in 64-row instructions (PTX ISA 9.7.15).
+_INST_M = 64
 
 
-def _describe_operand(name: str, tile_mn: int, tile_k: int, dtype: str, major: str) -> list[str]:
-    params = describe(tile_mn, tile_k, dtype, major)
+def _operand_params(name: str, tile_mn: int, tile_k: int, dtype: str, major: str):
+    """describe() of operand ``name`` ("A" or "B") of a `tlgemm layout` tile; also A must be whole
+    m64 instructions (check_instruction) and a tile must fit the shared memory a descriptor
+    reaches. A broken rule is reported against the option that set the value."""
+    mn_option = "--block-m" if name == "A" else "--block-n"
+    renamed = {"dtype": "--dtype", "major": f"--{name.lower()}-major", "tile_mn": mn_option, "tile_k": "--block-k"}
+    try:
+        params = describe(tile_mn, tile_k, dtype, major)
+    except ValueError as err:
+        field, _, rule = str(err).partition(": ")
+        if field in renamed:
+            raise ValueError(f"{renamed[field]}: {rule}") from None
+        raise ValueError(f"{mn_option}, --block-k: the {name} tile {tile_mn}x{tile_k}: {err}") from None
+    if name == "A":
+        try:
+            params.check_instruction(_INST_M)
+        except ValueError as err:
+            raise ValueError(f"--block-m: {err} (A is read by m{_INST_M} wgmma instructions)") from None
+    if params.tile_bytes > SMEM_ADDRESS_LIMIT:
+        raise ValueError(f"{mn_option}, --block-k: the {name} tile {tile_mn}x{tile_k} {params.dtype.name} is "
+                         f"{params.tile_bytes} B, more than the {SMEM_ADDRESS_LIMIT} B of shared memory a "
+                         "descriptor's 14-bit start address reaches")
+    return params
+
+
+def _describe_operand(name: str, params) -> list[str]:
+    tile_mn, tile_k = params.tile_mn, params.tile_k
     rows, cols = params.smem_shape
     lines = [
         f"{name}: {tile_mn}x{tile_k} {params.dtype.name}, {params.major.value}-major -> shared "
@@ -51,8 +82,9 @@ def _describe_operand(name: str, tile_mn: int, tile_k: int, dtype: str, major: s
 def cmd_layout(args) -> int:
     """Print operand layouts, swizzles and descriptors of one WGMMA tile (nothing where the
     tile is invalid: the error alone)."""
-    lines = (_describe_operand("A", args.block_m, args.block_k, args.dtype, args.a_major)
-             + _describe_operand("B", args.block_n, args.block_k, args.dtype, args.b_major))
+    a = _operand_params("A", args.block_m, args.block_k, args.dtype, args.a_major)
+    b = _operand_params("B", args.block_n, args.block_k, args.dtype, args.b_major)
+    lines = _describe_operand("A", a) + _describe_operand("B", b)
     print(f"tile {args.block_m}x{args.block_n}x{args.block_k} {args.dtype} "
           f"(A {args.a_major}-major, B {args.b_major}-major); descriptors at shared address 0")
     for line in lines:
@@ -63,15 +95,21 @@ def cmd_layout(args) -> int:
 # ---- shared pieces of run / explain / inspect / autotune -----------------------------------
 
 
-def _input_dtype(name: str):
-    """The torch dtype of a --dtype name; --dtype tf32 turns TF32 on for this process."""
-    import torch
-
+def _dtype_spec(name: str) -> tuple[str, bool]:
+    """(torch dtype name, TF32 on) of a --dtype name."""
     if name not in _DTYPES:
         raise ValueError(f"--dtype: {name!r} is not one of {', '.join(_DTYPES)}")
-    dtype, tf32 = _DTYPES[name]
-    if tf32:
-        torch.backends.cuda.matmul.fp32_precision = "tf32"
+    return _DTYPES[name]
+
+
+def _input_dtype(name: str):
+    """The torch dtype of a --dtype name; fp32 and tf32 also set TF32 for this process, off
+    (torch.backends.cuda.matmul.fp32_precision "ieee") and on ("tf32"), whatever it was."""
+    import torch
+
+    dtype, tf32 = _dtype_spec(name)
+    if dtype == "float32":
+        torch.backends.cuda.matmul.fp32_precision = "tf32" if tf32 else "ieee"
     return getattr(torch, dtype)
 
 
@@ -97,16 +135,18 @@ def _target(args):
 
     from tlgemm.api import _explain_target
 
+    if args.sm_count is not None and args.sm_count > INT32_MAX:
+        raise ValueError(f"--sm-count: {args.sm_count} is more than 2**31 - 1 (the kernels take the SM count as "
+                         "an int32)")
     target = _explain_target(args.gpu or ("cuda" if torch.cuda.is_available() else "sm90"), torch.device("meta"))
     if args.sm_count is None:
         return target
     return dataclasses.replace(target, num_sms=args.sm_count, name=f"{target.name} with {args.sm_count} SMs")
 
 
-def _explain(args, dtype, out_dtype):
+def _explain(args, a, b, out_dtype):
     import tlgemm
 
-    a, b = _meta_operands(args, dtype)
     return tlgemm.explain(a, b, out_dtype=out_dtype, backend=args.backend, gpu=_target(args))
 
 
@@ -125,7 +165,8 @@ def _gpu(what: str):
 
 def cmd_explain(args) -> int:
     """Which backend, schedule, kernel and instruction would run, and why."""
-    print(_explain(args, _input_dtype(args.dtype), _output_dtype(args.out_dtype)))
+    a, b = _meta_operands(args, _input_dtype(args.dtype))
+    print(_explain(args, a, b, _output_dtype(args.out_dtype)))
     return 0
 
 
@@ -147,7 +188,8 @@ def _missing_cuda_tools(emit: str) -> list[str]:
 
 
 def cmd_inspect(args) -> int:
-    """The TileLang kernel's code (TIR, CUDA, PTX or SASS) for the schedule explain chooses."""
+    """The TileLang kernel's code (TIR, CUDA, PTX or SASS) for the schedule explain chooses, with
+    the operand majors the launcher reads (it copies some operands to K-major: _tilelang_layout)."""
     backend = importlib.import_module("tlgemm.tilelang")
     if not hasattr(backend, "kernel_source"):
         raise ValueError("inspect: tlgemm.tilelang.kernel_source is not in this installation")
@@ -158,12 +200,13 @@ def cmd_inspect(args) -> int:
         raise ValueError(f"--emit {args.emit} needs the CUDA toolkit's {' and '.join(missing)}, not found "
                          f"(CUDA_HOME={env.CUDA_HOME or 'unset'}, and PATH for the disassemblers); --emit tir "
                          "and --emit cuda need neither a toolkit nor a GPU")
+    from tlgemm.api import _tilelang_layout
+
     dtype, out_dtype = _input_dtype(args.dtype), _output_dtype(args.out_dtype)
     args.backend = "tilelang"
-    explanation = _explain(args, dtype, out_dtype)
-    sixteen = dtype.itemsize == 2
-    a_major = "K" if args.layout[0] == "n" or not sixteen else "MN"
-    b_major = "K" if args.layout[1] == "t" or not sixteen else "MN"
+    a, b = _meta_operands(args, dtype)
+    explanation = _explain(args, a, b, out_dtype)
+    a_major, b_major = _tilelang_layout("a", a, args.K)[1], _tilelang_layout("b", b, args.K)[1]
     code = backend.kernel_source(args.M, args.N, args.K, dtype, dtype, out_dtype, explanation.schedule,
                                  a_major=a_major, b_major=b_major, emit="tir" if args.emit == "tir" else "cuda",
                                  num_sms=explanation.target.num_sms, smem_limit=explanation.target.smem_bytes)
@@ -238,13 +281,29 @@ def _cublas(a, b, dtype, out_dtype):
     return (lambda: torch._scaled_mm(a, b, one, one, out_dtype=out_dtype)), "torch._scaled_mm, per-tensor scales 1"
 
 
+def _tf32_groups(names: list[str]) -> list[list[str]]:
+    """--dtype names (each once) cut into runs that one TF32 setting serves, in order: fp32 (TF32
+    off) and tf32 (on) never share one."""
+    if "fp32" in names and "tf32" in names:
+        cut = max(names.index("fp32"), names.index("tf32"))
+        return [names[:cut], names[cut:]]
+    return [names]
+
+
 def cmd_autotune(args) -> int:
-    """Time select()'s best candidates per shape and dtype; store the winners in the cache."""
+    """Time select()'s best candidates per shape and dtype; store the winners in the cache.
+    Each dtype is tuned under the TF32 setting it names (fp32 off, tf32 on); the caller's
+    setting is restored afterwards."""
+    import torch
+
     import tlgemm
     from tlgemm.schedules import AutotuneCache
 
     device = _gpu("tlgemm autotune")
-    dtypes = [_input_dtype(name) for name in args.dtype.split(",")]
+    names = list(dict.fromkeys(args.dtype.split(",")))
+    for name in names:  # every name before any timing
+        _dtype_spec(name)
+    shapes = list(dict.fromkeys(args.shapes))
     out_dtype = _output_dtype(args.out_dtype)
     cache = AutotuneCache(args.cache_dir) if args.cache_dir else AutotuneCache()
     try:  # before any timing: the winners are stored at the end
@@ -253,8 +312,14 @@ def cmd_autotune(args) -> int:
         raise ValueError(f"--cache-dir: cannot create {cache.directory}: {err.strerror}") from err
     if not os.access(cache.directory, os.W_OK):
         raise ValueError(f"--cache-dir: {cache.directory} is not writable")
-    results = tlgemm.autotune(args.shapes, dtypes, out_dtype=out_dtype, backend=args.backend, layout=args.layout,
-                              candidates=args.candidates, device=device, cache=cache)
+    precision, results = torch.backends.cuda.matmul.fp32_precision, []
+    try:
+        for group in _tf32_groups(names):
+            dtypes = [_input_dtype(name) for name in group]
+            results += tlgemm.autotune(shapes, dtypes, out_dtype=out_dtype, backend=args.backend, layout=args.layout,
+                                       candidates=args.candidates, device=device, cache=cache)
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = precision
     print(f"autotune cache: {cache.path}")
     for r in results:
         head = f"{r.M}x{r.N}x{r.K} {','.join(r.dtypes)} [{r.backend}]"
@@ -297,7 +362,9 @@ def _problem_arguments(p: argparse.ArgumentParser, *, backend: bool = True) -> N
     p.add_argument("M", type=_positive)
     p.add_argument("N", type=_positive)
     p.add_argument("K", type=_positive)
-    p.add_argument("--dtype", default="bf16", choices=list(_DTYPES), help="input dtype (tf32: float32 with TF32)")
+    p.add_argument("--dtype", default="bf16", choices=list(_DTYPES),
+                   help="input dtype; fp32 and tf32 are float32 with TF32 off and on (they set "
+                        "torch.backends.cuda.matmul.fp32_precision to ieee / tf32 whatever the environment says)")
     p.add_argument("--out-dtype", choices=list(_OUT_DTYPES), help="output dtype (default: the input's; bf16 for fp8, "
                                                                    "int32 for int8)")
     p.add_argument("--layout", default="nt", choices=_LAYOUTS,
@@ -337,8 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("autotune", help="time schedule candidates and store the winners (needs a GPU)")
-    p.add_argument("shapes", nargs="+", type=_shape, metavar="MxNxK")
-    p.add_argument("--dtype", default="bf16", help=f"comma-separated, of {', '.join(_DTYPES)}")
+    p.add_argument("shapes", nargs="+", type=_shape, metavar="MxNxK", help="each is tuned once")
+    p.add_argument("--dtype", default="bf16", help=f"comma-separated, of {', '.join(_DTYPES)}; each is tuned once, "
+                                                   "fp32 with TF32 off and tf32 with TF32 on")
     p.add_argument("--out-dtype", choices=list(_OUT_DTYPES))
     p.add_argument("--layout", default="nt", choices=_LAYOUTS)
     p.add_argument("--backend", default="auto", choices=["auto", "tilelang", "triton"])
@@ -362,12 +430,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns the exit status (module docstring)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         if argv[:1] == ["bench"]:
-            return cmd_bench(argv[1:])
-        args = build_parser().parse_args(argv)
-        return args.func(args)
+            status = cmd_bench(argv[1:])
+        else:
+            args = build_parser().parse_args(argv)
+            status = args.func(args)
+        sys.stdout.flush()  # a closed pipe raises here, not at the interpreter's exit
+        return status
+    except BrokenPipeError:
+        # The reader went away (`| head -1`): stdout to /dev/null so the interpreter's final flush of what
+        # is still buffered does not fail again (Python docs, signal module, "Note on SIGPIPE").
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (ValueError, TypeError, NotImplementedError) as err:
         print(f"tlgemm: error: {err}", file=sys.stderr)
         return 2

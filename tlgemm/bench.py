@@ -1310,15 +1310,49 @@ def write_json(path: pathlib.Path, record: dict) -> None:
     os.replace(tmp, path)
 
 
+#: The keys of a row (``_row``).
+_ROW_KEYS = ("set", "dtype", "M", "N", "K", "flops", "bytes", "floor_ms", "bound", "input_sets", "results")
+
+
 def load_runs(paths: Sequence[pathlib.Path]) -> list[dict]:
-    """Run records from JSON files written by this module."""
-    runs = []
-    for path in paths:
-        record = json.loads(pathlib.Path(path).read_text())
-        if record.get("format") != FORMAT:
-            raise ValueError(f"{path}: not a {FORMAT} record (format={record.get('format')!r})")
-        runs.append(record)
-    return runs
+    """Run records from JSON files written by this module; ValueError naming the file and what
+    is wrong where one is not (unreadable, empty, not JSON or cut short, another format, or a
+    record the reports cannot read)."""
+    return [_load_run(pathlib.Path(path)) for path in paths]
+
+
+def _load_run(path: pathlib.Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read it: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a text file (not UTF-8)") from None
+    if not text.strip():
+        raise ValueError(f"{path}: the file is empty")
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as err:
+        ends = err.pos >= len(text.rstrip()) or err.msg.startswith("Unterminated string")
+        cut = "; the file ends early, cut short?" if ends else ""
+        raise ValueError(f"{path}: not JSON ({err.msg}: line {err.lineno} column {err.colno}{cut})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: not a {FORMAT} record (a JSON {type(record).__name__}, not an object)")
+    if record.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a {FORMAT} record (format={record.get('format')!r})")
+    rows = record.get("rows")
+    if not isinstance(rows, list):
+        raise ValueError(f"{path}: a {FORMAT} record without its list of rows")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not set(_ROW_KEYS) <= row.keys():
+            raise ValueError(f"{path}: row {i} of the {FORMAT} record is not an object with the keys "
+                             f"{', '.join(_ROW_KEYS)}")
+    try:  # the rest of what the reports read (the Markdown reads all the table and summary do)
+        markdown([record])
+    except (LookupError, TypeError, AttributeError, ValueError, ArithmeticError) as err:
+        what = f"missing {err}" if isinstance(err, KeyError) else f"{type(err).__name__}: {err}"
+        raise ValueError(f"{path}: a {FORMAT} record the reports cannot read ({what})") from None
+    return record
 
 
 def report(runs: Sequence[dict], markdown_path: pathlib.Path | None, plots_dir: pathlib.Path | None) -> None:
@@ -1358,6 +1392,21 @@ def _csv(choices: Sequence[str]):
     return parse
 
 
+def _number(kind: type, *, zero: bool = False):
+    """argparse type: a finite ``kind`` (int or float) > 0, or >= 0 with ``zero``."""
+    rule = f"{'an integer' if kind is int else 'a number'} {'>=' if zero else '>'} 0"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = math.nan  # rejected below, with the same message
+        if not (0 <= value if zero else 0 < value) or not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected {rule}, got {text!r}")
+        return value
+    return parse
+
+
 QUICK = {"warmup_ms": 5.0, "rep_ms": 25.0}
 DEFAULT = {"warmup_ms": 25.0, "rep_ms": 100.0}
 
@@ -1379,15 +1428,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     timing.add_argument("--quick", action="store_true",
                         help=f"fewer repetitions: do_bench warm-up {QUICK['warmup_ms']:g} ms and measuring "
                              f"{QUICK['rep_ms']:g} ms (defaults {DEFAULT['warmup_ms']:g} / {DEFAULT['rep_ms']:g})")
-    timing.add_argument("--warmup-ms", type=float, default=None, help="do_bench warm-up time per kernel, ms")
-    timing.add_argument("--rep-ms", type=float, default=None, help="do_bench measuring time per kernel, ms")
-    timing.add_argument("--input-sets", type=int, default=0,
+    timing.add_argument("--warmup-ms", type=_number(float), default=None, help="do_bench warm-up time per kernel, ms")
+    timing.add_argument("--rep-ms", type=_number(float), default=None, help="do_bench measuring time per kernel, ms")
+    timing.add_argument("--input-sets", type=_number(int, zero=True), default=0,
                         help="input sets rotated per case (default 0 = enough for 4x the L2, 2 to 8)")
-    timing.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+    timing.add_argument("--budget", type=_number(float, zero=True), default=None, metavar="SECONDS",
                         help="start no new case after this many seconds (the rest are reported as skipped)")
     timing.add_argument("--fast-accum", action="store_true", help="cuBLAS fp8 per-tensor with use_fast_accum=True")
     timing.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
-    timing.add_argument("--compile-workers", type=int, default=min(16, os.cpu_count() or 1), metavar="N",
+    timing.add_argument("--compile-workers", type=_number(int, zero=True), default=min(16, os.cpu_count() or 1),
+                        metavar="N",
                         help="threads compiling the TileLang kernels (T.gemm, tlgemm TileLang) before timing "
                              "starts (default %(default)s; 0: each compiles on its first call instead)")
     output = parser.add_argument_group("output")
@@ -1423,8 +1473,8 @@ def run(args, command: str) -> int:
     if args.from_json:
         try:
             runs = load_runs(args.from_json)
-        except (ValueError, OSError) as err:
-            print(f"tlgemm bench: error: {err}", file=sys.stderr)
+        except ValueError as err:
+            print(f"tlgemm bench: error: --from-json {err}", file=sys.stderr)
             return 2
         report(runs, md_path, plots_dir)
         return 0

@@ -128,7 +128,70 @@ def test_layout_of_an_invalid_tile_prints_the_error_alone(capsys):
     assert cli.main(["layout", "--dtype", "e4m3", "--block-k", "48"]) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert "tile_k: 48 is not a positive multiple of the instruction K (32 for e4m3)" in err
+    assert err == "tlgemm: error: --block-k: 48 is not a positive multiple of the instruction K (32 for e4m3)\n"
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--block-m", "100"], "--block-m: 100 is not a positive multiple of 8 (core matrices are 8 rows)"),
+    (["--block-m", "-64"], "--block-m: -64 is not a positive multiple of 8"),
+    (["--block-n", "0"], "--block-n: 0 is not a positive multiple of 8"),
+    (["--block-k", "0"], "--block-k: 0 is not a positive multiple of the instruction K (16 for bf16)"),
+    (["--block-m", "32"], "--block-m: inst_mn: 64 does not divide the tile's MN extent 32 (A is read by m64 wgmma "
+                          "instructions)"),
+    (["--block-m", "96"], "--block-m: inst_mn: 64 does not divide the tile's MN extent 96"),
+    (["--dtype", "fp64"], "--dtype: 'fp64' is not a WGMMA input type"),
+    (["--dtype", "e4m3", "--b-major", "MN"], "--b-major: e4m3 operands must be K-major"),
+    (["--block-m", "64000"], "--block-m, --block-k: the A tile 64000x64 bf16 is 8192000 B, more than the 262144 B "
+                             "of shared memory a descriptor's 14-bit start address reaches"),
+    (["--block-k", "4096"], "--block-m, --block-k: the A tile 128x4096 bf16 is 1048576 B"),
+    (["--block-n", "4096"], "--block-n, --block-k: the B tile 4096x64 bf16 is 524288 B"),
+    (["--a-major", "MN", "--block-k", "2048"], "--block-m, --block-k: the A tile 128x2048: leading_byte_offset"),
+])
+def test_layout_names_the_option_of_an_invalid_tile(argv, expected, capsys):
+    """A tile that is not a WGMMA tile for the dtype and majors: one line naming the option."""
+    assert cli.main(["layout", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"tlgemm: error: {expected}") and err.count("\n") == 1
+
+
+def test_layout_of_a_whole_shared_memory_tile(capsys):
+    """A 2048x64 bf16 A tile fills the 256 KiB the descriptor reaches, and is accepted."""
+    assert cli.main(["layout", "--block-m", "2048", "--block-n", "8"]) == 0
+    assert "A: 2048x64 bf16, K-major -> shared [2048, 64] (262144 B)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["layout"], ["explain", "64", "64", "64"]])
+def test_closed_stdout_exits_1_without_a_traceback(argv):
+    """`tlgemm ... | head -1`: a closed pipe is no error to report; the status is 1."""
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone before the first write
+    try:
+        result = subprocess.run([sys.executable, "-m", "tlgemm", *argv], stdout=write, stderr=subprocess.PIPE,
+                                text=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""), timeout=300)
+    finally:
+        os.close(write)
+    assert (result.returncode, result.stderr) == (1, "")
+
+
+@pytest.mark.parametrize("command", ["explain", "inspect"])
+def test_sm_count_beyond_int32_names_the_option(command, capsys):
+    assert cli.main([command, "64", "64", "64", "--sm-count", str(2**40)]) == 2
+    err = capsys.readouterr().err
+    assert err == ("tlgemm: error: --sm-count: 1099511627776 is more than 2**31 - 1 (the kernels take the SM count "
+                   "as an int32)\n")
+
+
+def test_sm_count_of_int32_max_is_accepted(capsys):
+    assert cli.main(["explain", "64", "64", "64", "--sm-count", str(2**31 - 1)]) == 0
+    assert "2147483647 SMs" in capsys.readouterr().out
+
+
+def test_explain_dtype_fp32_turns_tf32_off(capsys):
+    """--dtype fp32 is float32 without TF32 even where the environment has turned TF32 on."""
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
+    assert cli.main(["explain", "512", "512", "512", "--dtype", "fp32"]) == 0
+    assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+    assert "float32 inputs with TF32 off" in capsys.readouterr().out
 
 
 @pytest.fixture
@@ -161,6 +224,52 @@ def test_autotune_command(fake_run, capsys):
     out = capsys.readouterr().out
     assert "autotune cache:" in out and "200x256x512 bfloat16,bfloat16,bfloat16 [tilelang]" in out
     assert "(6 tried, 0 failed)" in out  # select()'s best 3 and their 2-CTA cluster forms
+
+
+def test_autotune_tunes_each_dtype_once_under_its_tf32_setting(fake_run, monkeypatch, capsys):
+    """fp32 is tuned with TF32 off and tf32 with it on, in separate tlgemm.autotune calls; repeated
+    dtypes and shapes are tuned once; the caller's TF32 setting comes back."""
+    import tlgemm
+    from tlgemm._checks import matmul_uses_tf32
+
+    calls, autotune = [], tlgemm.autotune
+
+    def recording(shapes, dtypes, **kwargs):
+        calls.append((list(shapes), list(dtypes), matmul_uses_tf32()))
+        return autotune(shapes, dtypes, **kwargs)
+
+    monkeypatch.setattr(tlgemm, "autotune", recording)
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
+    assert cli.main(["autotune", "64x64x64", "64X64X64", "128x64x64", "--dtype", "tf32,bf16,fp32,tf32",
+                     "--candidates", "1"]) == 0
+    shapes = [(64, 64, 64), (128, 64, 64)]
+    assert calls == [(shapes, [torch.float32, torch.bfloat16], True), (shapes, [torch.float32], False)]
+    heads = [line.split(" [")[0] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert heads == ["64x64x64 tf32,tf32,float32", "128x64x64 tf32,tf32,float32", "64x64x64 bfloat16,bfloat16,bfloat16",
+                     "128x64x64 bfloat16,bfloat16,bfloat16", "64x64x64 float32,float32,float32",
+                     "128x64x64 float32,float32,float32"]
+    assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+
+
+@pytest.mark.parametrize("layout, M, N, K, majors", [
+    ("nn", 64, 60, 64, "A K-major, B K-major"),  # b [K, N] with N * 2 bytes not 16-byte rows: copied to K-major
+    ("tn", 1, 64, 64, "A K-major, B MN-major"),  # a of one row is K-major whatever its storage
+    ("nn", 64, 1, 64, "A K-major, B K-major"),  # b of one column likewise
+    ("nn", 64, 64, 64, "A K-major, B MN-major"),
+    ("tt", 64, 64, 64, "A MN-major, B K-major"),
+])
+def test_inspect_reads_the_operands_as_the_launcher_does(layout, M, N, K, majors, monkeypatch, capsys):
+    """The kernel shown is the one that runs: operand majors from the launcher's copy rule
+    (tlgemm.api._tilelang_layout), not from --layout alone."""
+    import tlgemm.tilelang
+
+    seen = []
+    monkeypatch.setattr(tlgemm.tilelang, "kernel_source",
+                        lambda *args, a_major, b_major, **kwargs: seen.append((a_major, b_major)) or "code",
+                        raising=False)
+    assert cli.main(["inspect", str(M), str(N), str(K), "--layout", layout, "--emit", "tir"]) == 0
+    assert f"; {majors}; --emit tir" in capsys.readouterr().out
+    assert [f"A {a}-major, B {b}-major" for a, b in seen] == [majors]
 
 
 @pytest.mark.skipif(not _tilelang_kernel_source(), reason="tlgemm.tilelang.kernel_source is not in this checkout yet")
