@@ -527,12 +527,15 @@ def _layout(t: torch.Tensor) -> tuple[str | None, str]:
     return None, major
 
 
-def _operand(t: torch.Tensor) -> torch.Tensor:
-    """t as the Triton backend gets it (its copy rule; TileLang's launcher applies its own)."""
-    why, major = _layout(t)
-    if why is None:
+def _operand(name: str, t: torch.Tensor) -> torch.Tensor:
+    """Operand ``name`` ("a" or "b") as the Triton backend gets it: as given, or (``_layout``'s
+    rule) copied K-major (a row-major, b column-major), the order whose rows the launcher
+    loads as 16-byte vectors wherever K's rows are 16-byte multiples; a row-major copy of a b
+    with N unaligned was copied K-major a second time by the launcher. TileLang's launcher
+    applies its own rule."""
+    if _layout(t)[0] is None:
         return t
-    return t.contiguous() if major == "row" else t.mT.contiguous().mT
+    return t.contiguous() if name == "a" else t.mT.contiguous().mT
 
 
 def _read_once_notes(M: int, N: int, schedule: Schedule) -> list[str]:
@@ -618,7 +621,7 @@ def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=N
             out = torch.empty(shape, dtype=plan.out_dtype, device=device)
         given = a, b
         if plan.backend == "triton":
-            a, b = _operand(a), _operand(b)
+            a, b = _operand("a", a), _operand("b", b)
         if fresh:
             plan = _PLANS[key] = _first_launch(plan, a, b, out, scale_a, scale_b, bias)
         else:
@@ -903,11 +906,14 @@ class Explanation:
         return "\n".join(lines)
 
 
-def _instruction(plan: _Plan, a_dtype, b_dtype, a_major: str, b_major: str) -> str:
+def _instruction(plan: _Plan, a_dtype, b_dtype, a_major: str, b_major: str, tf32: bool) -> str:
     """The tensor-core instruction, from WGMMAEmitter on sm_90; majors "K" or "MN" (A, B)."""
     target = plan.target
     if target.vendor == "interpreter":
         return "none: Triton's interpreter runs tl.dot with numpy on the CPU"
+    if a_dtype == torch.float32 and not tf32:
+        return ("no tensor-core instruction: tl.dot in full float32 precision runs as FMA on the CUDA cores "
+                "(TF32 is off; wgmma and mma take float32 only as TF32)")
     if target.vendor == "hip":
         return f"v_mfma (Triton's compiler chooses it for {target.arch})"
     if not target.hopper:
@@ -997,11 +1003,15 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
             state, major = _tilelang_layout(name, t, K)
         else:
             why, order = _layout(t)
-            state = f"{order}-major, read as it is" if why is None else f"copied once, {order}-major: {why}"
-            major = "K" if (order == "row") == (name == "a") else "MN"
+            if why is None:
+                state = f"{order}-major, read as it is"
+                major = "K" if (order == "row") == (name == "a") else "MN"
+            else:
+                state, major = f"copied once, K-major: {why}", "K"
             if plan.backend == "triton" and K * t.element_size() % 16:
-                state = (f"{order}-major, copied K-major by the Triton launcher with K zero-padded to whole "
-                         "128-byte rows (rows of K that are no 16-byte multiple load without vectors)")
+                state = (f"{'copied K-major, then ' if why else f'{order}-major, '}copied K-major by the Triton "
+                         "launcher with K zero-padded to whole 128-byte rows (rows of K that are no 16-byte multiple "
+                         "load without vectors)")
                 major = "K"
             elif plan.backend == "triton" and why is None and not _triton_loads_as_vectors(t):
                 state = (f"{order}-major, copied K-major by the Triton launcher (its rows along the unit stride "
@@ -1026,7 +1036,7 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
     kernel = f"tlgemm.{plan.backend}.{_KERNEL[op]}: {family}; epilogue: {epilogue}"
     problem = f"{dims}, {_name(a.dtype)} @ {_name(b.dtype)} -> {_name(plan.out_dtype)}"
     return Explanation(_PUBLIC[op], problem, target, plan.backend, s, kernel,
-                       _instruction(plan, a.dtype, b.dtype, majors[0], majors[1]), tuple(reasons),
+                       _instruction(plan, a.dtype, b.dtype, majors[0], majors[1], tf32), tuple(reasons),
                        info.get("selection"))
 
 
@@ -1158,7 +1168,7 @@ def _time_candidates(plan, pool, M, N, K, dtype, tf32, layout, device, warmup, r
 
     a, b = _operands(M, N, K, dtype, layout, device)
     if plan.backend == "triton":
-        a, b = _operand(a), _operand(b)
+        a, b = _operand("a", a), _operand("b", b)
     ref = reference_gemm(a, b)
     out = torch.empty((M, N), dtype=plan.out_dtype, device=device)
     poison = float("nan") if out.is_floating_point() else torch.iinfo(out.dtype).min

@@ -295,6 +295,7 @@ def test_tf32_follows_torch(fake_gpu, monkeypatch, generator):
     torch.backends.cuda.matmul.fp32_precision = "ieee"
     tlgemm.matmul(a, b)
     assert fake_gpu.triton.calls[-1][4]["allow_tf32"] is False
+    assert tlgemm.explain(a, b).instruction.startswith("no tensor-core instruction: tl.dot in full float32")
     torch.backends.cuda.matmul.fp32_precision = "tf32"
     tlgemm.matmul(a, b)
     assert fake_gpu.tilelang.calls  # TF32 allowed: TileLang's wgmma.tf32
@@ -366,6 +367,20 @@ def test_a_width_no_power_of_two_only_with_b_read_k_major(fake_gpu):
     assert_gemm_close(out, reference_gemm(a, b_mn), torch.bfloat16)
     tlgemm.matmul(a, b_mn, backend="triton")
     assert fake_gpu.triton.calls[-1][3].has_pow2_block_n
+
+
+def test_triton_operand_copies_are_k_major(fake_gpu, generator):
+    """An operand the api copies for the Triton backend (neither row- nor column-major) is
+    copied K-major: a b [K, N] copied row-major with N's rows no 16-byte multiple was copied
+    a second time, K-major, by the launcher."""
+    a = random_operand((64, 128), torch.bfloat16, generator=generator)
+    b = random_operand((128, 2 * 37), torch.bfloat16, generator=generator)[:, ::2]  # strides (74, 2), N = 37
+    out = tlgemm.matmul(a, b, backend="triton")
+    _, ran_a, ran_b, *_ = fake_gpu.triton.calls[-1]
+    assert ran_a is a and ran_b.stride() == (1, 128), "b copied once, K-major (column-major [K, N])"
+    assert_gemm_close(out, reference_gemm(a, b), torch.bfloat16)
+    (b_line,) = [r for r in tlgemm.explain(a, b, backend="triton").reasons if r.startswith("b [")]
+    assert "copied once, K-major: neither row- nor column-major" in b_line
 
 
 def test_explain_lists_the_triton_launchers_copies():
