@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ._checks import check_index, check_int
+from ._checks import check_index, check_int, check_schedule
 from .grid import (
     chiplet_transform_chunked,
     num_k_iters,
@@ -51,7 +51,7 @@ from .grid import (
     persistent_tile_range,
     tile_coords,
 )
-from .schedule import Schedule
+from .schedule import INT32_MAX, RASTERS, Schedule
 
 __all__ = [
     "WorkItem",
@@ -96,6 +96,7 @@ def split_k_range(split_idx: int, K: int, s: Schedule) -> range:
 
 def resolve_num_sms(s: Schedule, num_sms: int | None = None) -> int:
     """SM count of a persistent schedule: s.num_sms when set, else the num_sms argument."""
+    check_schedule(s)
     if not s.is_persistent:
         raise ValueError("resolve_num_sms: the schedule is not persistent (is_persistent=False)")
     if s.num_sms is not None:
@@ -103,6 +104,8 @@ def resolve_num_sms(s: Schedule, num_sms: int | None = None) -> int:
     if num_sms is None:
         raise ValueError("a persistent schedule with num_sms=None needs the device's SM count: pass num_sms=")
     check_int("num_sms", num_sms, 1)
+    if num_sms > INT32_MAX:
+        raise ValueError(f"num_sms must be <= 2**31 - 1 (the kernels take it as an int32), got {num_sms}")
     return num_sms
 
 
@@ -115,6 +118,10 @@ def persistent_programs(units: int, num_sms: int, raster: str) -> int:
     block-scaled raster-"m" rows, 1.005-1.045x by kernel time on 22 (0.966-0.979x on three);
     raster "n" (the block-scaled row waves) measured 0.91-1.005x by kernel time, so it keeps
     min(num_sms, units) (benchmarks/results/balanced_programs.md). units = 0 gives 0."""
+    check_int("units", units, 0)
+    check_int("num_sms", num_sms, 1)
+    if raster not in RASTERS:
+        raise ValueError(f"raster must be one of {RASTERS}, got {raster!r}")
     if raster != "m" or units <= num_sms:
         return min(num_sms, units)
     return -(-units // -(-units // num_sms))
@@ -123,7 +130,8 @@ def persistent_programs(units: int, num_sms: int, raster: str) -> int:
 def num_programs(M: int, N: int, K: int, s: Schedule, num_sms: int | None = None) -> int:
     """Launch grid size P: U = tiles · splits when not persistent; ``persistent_programs`` when
     persistent; num_sms for Stream-K. It is also the stride of every persistent loop and the
-    num_workgroups of the chiplet transform. num_sms (the device's SM count) is read only for a
+    num_workgroups of the chiplet transform. A clustered schedule (cluster_m = 2) launches P
+    rounded up to even, the extra program without work. num_sms (the device's SM count) is read only for a
     persistent schedule whose own num_sms is None."""
     units = num_tiles(M, N, s) * num_splits(K, s)
     if not s.is_persistent:
@@ -135,6 +143,7 @@ def num_programs(M: int, N: int, K: int, s: Schedule, num_sms: int | None = None
 def logical_program(pid: int, num_programs: int, s: Schedule) -> int:
     """Launch id → logical id: chiplet_transform_chunked(pid, P, num_xcds, chunk_size) when
     num_xcds > 1, else pid."""
+    check_schedule(s)
     check_index("pid", pid, num_programs, "num_programs")
     if s.num_xcds == 1:
         return pid
@@ -152,6 +161,12 @@ class StreamKPlan:
     iters_per_tile: int  # I
     iters_per_program: int  # q = G // P
     remainder_iters: int  # r = G % P
+
+    def __post_init__(self) -> None:
+        for name in ("total_tiles", "full_tiles", "streamk_tiles", "iters_per_tile", "iters_per_program",
+                     "remainder_iters"):
+            check_int(f"StreamKPlan.{name}", getattr(self, name), 0)
+        check_int("StreamKPlan.num_programs", self.num_programs, 1)
 
     @property
     def streamk_iters(self) -> int:
@@ -195,6 +210,7 @@ def get_iter(global_iter: int, iters_per_tile: int) -> tuple[int, int]:
 def iter_owner(global_iter: int, plan: StreamKPlan) -> int:
     """Logical program running Stream-K iteration g. With h = g - F·I and b = r·(q+1):
     h // (q+1) if h < b, else r + (h - b) // q."""
+    check_int("global_iter", global_iter, 0)
     h = global_iter - plan.first_streamk_iter
     if not 0 <= h < plan.streamk_iters:
         raise ValueError(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["DTYPE_BYTES", "INPUT_DTYPES", "canonical_dtype", "gemm_dtypes"]
+__all__ = ["DTYPE_BYTES", "INPUT_DTYPES", "OUTPUT_DTYPES", "canonical_dtype", "gemm_dtypes"]
 
 # Canonical name -> bytes per element.
 DTYPE_BYTES = {
@@ -23,6 +23,8 @@ DTYPE_BYTES = {
     "int32": 4,
 }
 INPUT_DTYPES = ("float32", "tf32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")
+#: Outputs of every input type; int8 inputs may also give int32.
+OUTPUT_DTYPES = ("float32", "float16", "bfloat16")
 _ALIASES = {
     "fp32": "float32", "f32": "float32", "float": "float32",
     "fp16": "float16", "f16": "float16", "half": "float16",
@@ -53,7 +55,8 @@ def canonical_dtype(dtype: object) -> str:
 
 def gemm_dtypes(dtypes: object) -> tuple[str, str, str]:
     """(a, b, c) canonical names from one dtype or a sequence (a,), (a, b) or (a, b, c).
-    c defaults to a's output type (fp8 → bfloat16, int8 → int32, others keep theirs);
+    c defaults to a's output type (fp8 → bfloat16, int8 → int32, others keep theirs) and is
+    one of OUTPUT_DTYPES (or int32 for int8 inputs);
     a and b must be the same input type, except that the two fp8 types may mix."""
     items = [dtypes] if isinstance(dtypes, str) or not isinstance(dtypes, Sequence) else list(dtypes)
     if not 1 <= len(items) <= 3:
@@ -67,4 +70,7 @@ def gemm_dtypes(dtypes: object) -> tuple[str, str, str]:
     if a != b and not (a in _FP8 and b in _FP8):
         raise ValueError(f"a and b must have the same dtype (only fp8 e4m3/e5m2 may mix), got {a!r} and {b!r}")
     c = names[2] if len(names) > 2 else _DEFAULT_OUT[a]
+    outputs = OUTPUT_DTYPES + (("int32",) if a == "int8" else ())
+    if c not in outputs:
+        raise ValueError(f"dtype of c must be one of {outputs} for {a!r} inputs, got {c!r}")
     return a, b, c

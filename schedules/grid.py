@@ -9,7 +9,7 @@ All divisions are floor divisions of non-negative integers; cdiv(a, b) = ⌈a / 
 
 from __future__ import annotations
 
-from ._checks import check_index, check_int
+from ._checks import check_index, check_int, check_schedule
 from .schedule import Schedule
 
 __all__ = [
@@ -34,6 +34,7 @@ def cdiv(a: int, b: int) -> int:
 
 def problem_shape(M: int, N: int, s: Schedule) -> tuple[int, int]:
     """The kernel's (rows, columns): (M, N), or (N, M) under swap-AB (Cᵀ = Bᵀ · Aᵀ)."""
+    check_schedule(s)
     check_int("M", M, 1)
     check_int("N", N, 1)
     return (N, M) if s.is_swap_ab else (M, N)
@@ -41,12 +42,14 @@ def problem_shape(M: int, N: int, s: Schedule) -> tuple[int, int]:
 
 def num_tiles_m(M: int, s: Schedule) -> int:
     """Tiles along the kernel's rows: ⌈M / block_m⌉ (M >= 1)."""
+    check_schedule(s)
     check_int("M", M, 1)
     return cdiv(M, s.block_m)
 
 
 def num_tiles_n(N: int, s: Schedule) -> int:
     """Tiles along the kernel's columns: ⌈N / block_n⌉ (N >= 1)."""
+    check_schedule(s)
     check_int("N", N, 1)
     return cdiv(N, s.block_n)
 

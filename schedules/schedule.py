@@ -19,6 +19,7 @@ sets ``num_stages``, ``warpgroups(n)`` sets ``num_warpgroups``, ``persistent()``
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,15 +79,18 @@ class Schedule:
       split_k: split each tile's K-iterations into min(split_k, K-iterations) contiguous
         ranges, one work unit each (1 = off; not combined with Stream-K).
       num_xcds, chunk_size: AMD chiplet remapping of program ids (tritonBLAS
-        ``chiplet_transform_chunked``); num_xcds == 1 = off. chunk_size == 1 leaves the ids
-        unchanged (tritonBLAS semantics); use chunk_size >= 2 for L2 locality per XCD.
+        ``chiplet_transform_chunked``); num_xcds == 1 = off, and then chunk_size must be 1.
+        chunk_size == 1 leaves the ids unchanged (tritonBLAS semantics); use chunk_size >= 2
+        for L2 locality per XCD.
       is_swap_ab: compute Cᵀ[N, M] = Bᵀ · Aᵀ: the kernel's problem is (N, M) and every tile
         coordinate refers to it (small-M GEMMs on Hopper, whose WGMMA M is 64 per warpgroup).
       cluster_m: programs per thread-block cluster (Hopper; 1 = no clusters). With 2,
         programs 2c and 2c + 1 form a cluster: their tiles of each round are consecutive tile
         ids, which under a grouped raster "m" usually share a tile column, and then B's tile
         is read once and TMA-multicast to both (PTX ISA 9.7.9.25). Which program runs which
-        tile is unchanged. Needs a persistent schedule without Stream-K or split-K.
+        tile is unchanged. Needs a persistent schedule without Stream-K, split-K or the
+        chiplet remapping (which would part a pair's tiles). The kernel launches whole
+        clusters: ``num_programs`` rounded up to even, the extra program idle.
     """
 
     block_m: int = 128
@@ -138,12 +142,18 @@ class Schedule:
             raise ValueError("Schedule.streamk_tiles > 0 and split_k > 1 cannot be combined: use one of them")
         _require_int("num_xcds", self.num_xcds, 1)
         _require_int("chunk_size", self.chunk_size, 1)
+        if self.num_xcds == 1 and self.chunk_size != 1:
+            raise ValueError(f"Schedule.chunk_size={self.chunk_size} applies only with num_xcds > 1 (the chiplet "
+                             "remapping); with num_xcds=1 it must be 1")
         _require_bool("is_swap_ab", self.is_swap_ab)
         _require_int("cluster_m", self.cluster_m, 1)
         if self.cluster_m not in CLUSTER_SIZES:
             raise ValueError(f"Schedule.cluster_m must be one of {CLUSTER_SIZES}, got {self.cluster_m}")
         if self.cluster_m > 1 and not (self.is_persistent and self.streamk_tiles == 0 and self.split_k == 1):
             raise ValueError("Schedule.cluster_m > 1 needs a persistent schedule without Stream-K or split-K")
+        if self.cluster_m > 1 and self.num_xcds > 1:
+            raise ValueError("Schedule.cluster_m > 1 cannot be combined with num_xcds > 1: the chiplet remapping "
+                             "would give a cluster's two programs tiles that are not consecutive")
 
     # ---- derived quantities -------------------------------------------------------------
 
@@ -210,11 +220,13 @@ class Schedule:
         return self._with(num_warpgroups=n)
 
     def persistent(self, num_sms: int | None = None) -> Schedule:
-        """Persistent grid; num_sms None = the device's count, given at launch time."""
+        """Persistent grid; num_sms None = the device's count, given at launch time (it also
+        clears a num_sms set before)."""
         return self._with(is_persistent=True, num_sms=num_sms)
 
     def streamk(self, tiles: int) -> Schedule:
         """Stream-K over the last ``tiles`` tiles; implies a persistent grid (0 = off)."""
+        _require_int("streamk_tiles", tiles, 0)
         return self._with(streamk_tiles=tiles, is_persistent=self.is_persistent or tiles > 0)
 
     def splitk(self, n: int) -> Schedule:
@@ -222,7 +234,8 @@ class Schedule:
         return self._with(split_k=n)
 
     def chiplet(self, num_xcds: int, chunk_size: int = 1) -> Schedule:
-        """AMD chiplet remapping of program ids over num_xcds XCDs in chunks of chunk_size."""
+        """AMD chiplet remapping of program ids over num_xcds XCDs in chunks of chunk_size
+        (tritonBLAS's chunked transform: chunk_size 1 leaves the ids as they are)."""
         return self._with(num_xcds=num_xcds, chunk_size=chunk_size)
 
     def cluster(self, m: int) -> Schedule:
@@ -245,9 +258,9 @@ class Schedule:
         if not isinstance(data, dict):
             raise ValueError(f"Schedule.from_dict needs a dict, got {type(data).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(map(repr, set(data) - known))
         if unknown:
-            raise ValueError(f"Schedule.from_dict: unknown field(s) {unknown}")
+            raise ValueError(f"Schedule.from_dict: unknown field(s) {', '.join(unknown)}")
         return cls(**data)
 
     @classmethod
@@ -264,20 +277,33 @@ class Schedule:
         keys = {"raster": ("raster", str), "g": ("group_size_m", int), "stages": ("num_stages", int),
                 "wg": ("num_warpgroups", int), "streamk": ("streamk_tiles", int), "splitk": ("split_k", int),
                 "cluster_m": ("cluster_m", int)}
+
+        def number(word: str, value: str) -> int:
+            if not re.fullmatch(r"[0-9]+", value):
+                raise ValueError(f"Schedule.parse: {value!r} in the word {word!r} of {text!r} is not a decimal "
+                                 "integer")
+            return int(value)
+
+        def put(name: str, value: Any, word: str) -> None:
+            if name in fields:
+                raise ValueError(f"Schedule.parse: the word {word!r} sets {name} a second time in {text!r}")
+            fields[name] = value
+
         for word in words[1:]:
             key, _, value = word.partition("=")
             if word == "swap_ab":
-                fields["is_swap_ab"] = True
+                put("is_swap_ab", True, word)
             elif word.startswith("persistent(") and word.endswith(")"):
                 sms = word[len("persistent("):-1]
-                fields["is_persistent"] = True
-                fields["num_sms"] = None if sms == "device" else int(sms)
-            elif key == "xcds" and "/chunk=" in value:
+                put("is_persistent", True, word)
+                fields["num_sms"] = None if sms == "device" else number(word, sms)
+            elif key == "xcds" and value.count("/chunk=") == 1:
                 xcds, chunk = value.split("/chunk=")
-                fields["num_xcds"], fields["chunk_size"] = int(xcds), int(chunk)
+                put("num_xcds", number(word, xcds), word)
+                fields["chunk_size"] = number(word, chunk)
             elif key in keys and value:
                 name, kind = keys[key]
-                fields[name] = kind(value)
+                put(name, value if kind is str else number(word, value), word)
             else:
                 raise ValueError(f"Schedule.parse: unknown word {word!r} in {text!r}")
         return cls(**fields)

@@ -47,7 +47,7 @@ block_k = one 128-byte swizzle row; tiles in groups of ``raster_group`` tile row
 wave's smallest operand footprint); as many stages as the shared memory holds (≤ MAX_STAGES,
 ≥ 2), or more (up to MAX_LATENCY_STAGES) where the refill bound makes that more than 1% faster:
 the fewest stages within 1% of the fastest (for 16 < M <= 128 by t_sm, where the HBM floor would
-hide the refill bound). swap-AB is considered for M ≤ 64 (the kernel
+hide the refill bound). swap-AB is considered for M ≤ 64 with N > M (the kernel
 computes Cᵀ = Bᵀ·Aᵀ, so the small M becomes WGMMA's N);
 split-K and Stream-K when there are fewer tiles than SMs or a partial last wave. Ties go to the
 candidate with the fewest weight rows in flight for 1 < M <= WEIGHT_STREAM_MAX_M (the busy programs
@@ -65,7 +65,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ._checks import check_int
+from ._checks import check_int, check_schedule
 from .dtypes import DTYPE_BYTES, gemm_dtypes
 from .grid import cdiv, num_k_iters, num_tiles
 from .schedule import Schedule
@@ -136,6 +136,9 @@ def store_staging(block_n: int) -> tuple[int, int]:
     chunks of the most columns, up to STORE_CHUNK_COLUMNS, that divide block_n in multiples of
     8 (block_n itself when it is smaller; 40 for block_n = 160), through up to two buffers
     (the TMA store of one chunk overlaps the conversion of the next)."""
+    check_int("block_n", block_n, 8)
+    if block_n % 8:
+        raise ValueError(f"block_n must be a multiple of 8, got {block_n}")
     chunk = next(c for c in range(min(block_n, STORE_CHUNK_COLUMNS), 0, -8) if block_n % c == 0)
     return chunk, min(2, block_n // chunk)
 
@@ -144,6 +147,7 @@ def shared_memory_bytes(s: Schedule, dtypes: object) -> int:
     """Modelled shared memory of a schedule: num_stages · (block_m + block_n) · block_k ·
     bytes(a) for the operand ring, + buffers · block_m · chunk · bytes(c) to stage the output
     for the TMA store (``store_staging``), + SMEM_RESERVE_BYTES for barriers."""
+    check_schedule(s)
     a, _, c = gemm_dtypes(dtypes)
     ring = s.num_stages * (s.block_m + s.block_n) * s.block_k * DTYPE_BYTES[a]
     chunk, buffers = store_staging(s.block_n)
@@ -354,7 +358,8 @@ def _serving_the_bucket(scored: list[Candidate], m_min: int, M: int, N: int, K: 
     samples = sorted({m_min + (M - m_min) * i // (BUCKET_SAMPLES - 1) for i in range(BUCKET_SAMPLES)})
 
     def time_at(c: Candidate, m: int) -> float:
-        return _score(c.schedule, c.mode, m, N, K, types, num_sms, c.smem).time_us
+        rows, cols = (N, m) if c.schedule.is_swap_ab else (m, N)  # the kernel's problem, as select() scores it
+        return _score(c.schedule, c.mode, rows, cols, K, types, num_sms, c.smem).time_us
 
     kept = [c for c in ahead if all(time_at(pow2, m) >= width_margin(c.schedule, M) * time_at(c, m) for m in samples)]
     if len(kept) < len(ahead):
@@ -380,6 +385,8 @@ def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int
     check_int("K", K, 1)
     check_int("num_sms", num_sms, 1)
     check_int("smem_bytes", smem_bytes, 1)
+    if not isinstance(explain, bool):
+        raise ValueError(f"explain must be a bool, got {explain!r}")
     types = gemm_dtypes(dtypes)
     in_bytes = DTYPE_BYTES[types[0]]
     block_k = 128 // in_bytes

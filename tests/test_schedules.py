@@ -416,10 +416,10 @@ def problems(draw, modes=MODES):
         block_k=draw(st.sampled_from([16, 32, 64])),
         group_size_m=draw(st.integers(1, 10)),
         raster=draw(st.sampled_from(["m", "n"])),
-        num_xcds=draw(st.sampled_from([1, 1, 2, 4, 8])),
-        chunk_size=draw(st.integers(1, 4)),
         is_swap_ab=draw(st.booleans()),
     )
+    xcds = draw(st.sampled_from([1, 1, 2, 4, 8]))
+    s = s.chiplet(xcds, draw(st.integers(1, 4)) if xcds > 1 else 1)
     # extents from tile counts, with ragged last tiles (K = 0 included)
     rows = draw(st.integers(1, 20)) * s.block_m - draw(st.integers(0, s.block_m - 1))
     cols = draw(st.integers(1, 20)) * s.block_n - draw(st.integers(0, s.block_n - 1))
@@ -483,3 +483,38 @@ def test_streamk_fixup_ownership(problem):
     for tile in range(plan.total_tiles):
         assert fixup_owner(tile, plan) == owners[tile]
         assert list(tile_contributors(tile, plan)) == sorted(contributors[tile])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: persistent_programs(5, 0, "m"), r"num_sms must be >= 1, got 0"),
+    (lambda: persistent_programs(5, 0, "n"), r"num_sms must be >= 1, got 0"),
+    (lambda: persistent_programs(5.5, 2, "m"), r"units must be an int"),
+    (lambda: persistent_programs(5, 3, "diagonal"), r"raster must be one of \('m', 'n'\), got 'diagonal'"),
+    (lambda: num_programs(256, 256, 256, Schedule().persistent().streamk(4), num_sms=2**40),
+     r"num_sms must be <= 2\*\*31 - 1"),
+    (lambda: num_tiles(256, 256, None), r"schedule must be a tlgemm.schedules.Schedule, got NoneType"),
+    (lambda: Schedule().streamk("3"), r"Schedule.streamk_tiles must be an int, got '3'"),
+    (lambda: Schedule(chunk_size=4), r"Schedule.chunk_size=4 applies only with num_xcds > 1"),
+    (lambda: Schedule(block_m=64, block_n=64).persistent(8).cluster(2).chiplet(2, 2),
+     r"cluster_m > 1 cannot be combined with num_xcds > 1"),
+    (lambda: Schedule.from_dict({1: 2, "x": 3}), r"unknown field\(s\) 'x', 1$"),
+    (lambda: Schedule.parse("128x128x64 persistent(abc)"), r"'abc' in the word 'persistent\(abc\)'.* not a decimal"),
+    (lambda: Schedule.parse("128x128x64 stages=3.5"), r"'3.5' .* not a decimal integer"),
+    (lambda: Schedule.parse("128x128x64 g=1_6"), r"'1_6' .* not a decimal integer"),
+    (lambda: Schedule.parse("128x128x64 g=4 g=2"), r"sets group_size_m a second time"),
+    (lambda: Schedule.parse("128x128x64 xcds=8/chunk=2/chunk=3"), r"unknown word"),
+])
+def test_host_functions_name_bad_arguments(call, message):
+    """Each used to return a wrong value (0 or -1 programs, a 2**40-program grid, an unknown
+    raster taken as "n", a chunk_size that str() drops so parse(str(s)) != s), raise a bare
+    ZeroDivisionError / AttributeError / TypeError, or parse "g=1_6" as 16."""
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_streamk_plan_fields_are_checked():
+    plan = streamk_plan(256, 256, 256, Schedule(block_m=64, block_n=64).persistent(4).streamk(4))
+    with pytest.raises(ValueError, match=r"StreamKPlan.num_programs must be >= 1"):
+        replace(plan, num_programs=0)
+    with pytest.raises(ValueError, match=r"global_iter must be an int"):
+        iter_owner(2.5, plan)

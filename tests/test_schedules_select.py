@@ -345,3 +345,42 @@ def test_dtype_parsing():
 def test_select_rejects_bad_input(args, message):
     with pytest.raises(ValueError, match=message):
         select(*args)
+
+
+def test_the_bucket_scores_a_swap_ab_candidate_on_its_own_problem():
+    """select(m_min=...) re-ranks a block_n that is no power of two against the best power of two
+    at sampled M of the bucket; a swap-AB power of two was scored as the problem (m, N) instead of
+    its kernel's (N, m), about 6x too slow, so the other width always seemed to win."""
+    from tlgemm.schedules import selection
+
+    sel = select(4, 12224, 2048, "bf16", 78, 232448, explain=True, m_min=3)
+    assert sel.schedule.is_swap_ab and sel.schedule.has_pow2_block_n
+    types = selection.gemm_dtypes("bf16")
+    c = sel.candidates[0]
+    modelled = selection._score(c.schedule, c.mode, 12224, 3, 2048, types, 78, c.smem).time_us
+    assert modelled < 20  # the swapped problem's time, not the (3, 12224) one's (about 97)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: select(64, 64, 64, "bf16", 132, 232448, explain="yes"), r"explain must be a bool"),
+    (lambda: selection_store_staging(12), r"block_n must be a multiple of 8, got 12"),
+    (lambda: selection_store_staging(0), r"block_n must be >= 8"),
+])
+def test_select_arguments_are_checked(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def selection_store_staging(block_n):
+    from tlgemm.schedules.selection import store_staging
+
+    return store_staging(block_n)
+
+
+@pytest.mark.parametrize("dtypes", [("bf16", "bf16", "tf32"), ("bf16", "bf16", "int8"), ("e4m3", "e4m3", "int32")])
+def test_gemm_dtypes_rejects_an_output_no_kernel_writes(dtypes):
+    from tlgemm.schedules import gemm_dtypes
+
+    with pytest.raises(ValueError, match=r"dtype of c must be one of"):
+        gemm_dtypes(dtypes)
+    assert gemm_dtypes(("int8", "int8", "int32"))[2] == "int32"
