@@ -187,3 +187,37 @@ def _assert_same_fp8(q_cuda, q_cpu, x, scales, block):
               f"{quotient[:4].tolist()}, CUDA {a[differ][:4].tolist()}, CPU {b[differ][:4].tolist()}")
     assert bool(on_boundary.all()), detail
     assert int(differ.sum()) <= differ.numel() // 1000, detail
+
+
+@pytest.mark.parametrize("dtype", FORMATS, ids=str)
+@pytest.mark.parametrize("ulps", [627, 1444, 9184])
+def test_a_subnormal_scale_is_rounded_up_so_nothing_is_clamped(dtype, ulps):
+    """amax / max rounded to nearest in float32's subnormals, with few bits, fell up to 29% below
+    the quotient: the block maximum divided by it passed max and was clamped (627 ulps of the
+    smallest subnormal: dequantised 6.28e-43 for 8.79e-43). Rounded up, only fp8's rounding
+    is left."""
+    x = torch.zeros(1, 128)
+    x[0, 0] = ulps * (FORMATS[dtype]["max"] / 448.0) * 2.0**-149  # the same subnormal scale in both formats
+    q, scales = quantize_fp8_blockwise(x, (1, 128), dtype)
+    assert scales[0, 0].item() < torch.finfo(torch.float32).tiny
+    assert (x[0, 0] / scales[0, 0]).item() <= FORMATS[dtype]["max"]
+    got = dequantize_fp8_blockwise(q, scales, (1, 128))[0, 0].double()
+    assert abs(got / x[0, 0].double() - 1).item() <= FORMATS[dtype]["rel"]
+
+
+def test_output_is_contiguous_and_not_differentiable(generator):
+    """A transposed weight gives an fp8 copy of its logical shape, row-major (a strided one
+    made every scaled_mm call copy it again), and no autograd history."""
+    w = _random((256, 384), generator).t().requires_grad_()
+    q, scales = quantize_fp8_blockwise(w, (128, 128))
+    assert q.is_contiguous() and q.shape == (384, 256)
+    assert not q.requires_grad and not scales.requires_grad
+
+
+def test_numpy_block_sizes():
+    np = pytest.importorskip("numpy")
+    x = torch.ones(4, 256)
+    q, scales = quantize_fp8_blockwise(x, (np.int64(1), np.int64(128)))
+    assert scales.shape == (4, 2)
+    with pytest.raises(TypeError, match=r"block: expected a pair of ints"):
+        quantize_fp8_blockwise(x, (True, 128))

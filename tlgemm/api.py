@@ -168,12 +168,21 @@ def _explain_target(gpu, device: torch.device) -> Target:
 # ---- validation ---------------------------------------------------------------------------
 
 
+def _check_dense(name: str, t: torch.Tensor) -> None:
+    """TypeError for a sparse (or other non-strided) tensor: the kernels read strided memory."""
+    if t.layout != torch.strided:
+        raise TypeError(f"{name}: expected a dense (strided) tensor, got layout {t.layout}; pass t.to_dense()")
+
+
 def _check_pair(a, b, ndim: int) -> tuple[int, int, int, int]:
-    """(M, N, K, batch) of a [.., M, K] @ b [.., K, N]: types, ranks, shapes, one device, int32 sizes."""
-    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.ndim == ndim and b.ndim == ndim):
+    """(M, N, K, batch) of a [.., M, K] @ b [.., K, N]: types, layouts, ranks, shapes, one device,
+    int32 sizes."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.ndim == ndim and b.ndim == ndim
+            and a.layout == b.layout == torch.strided):
         for name, t, dims in (("a", a, "M, K"), ("b", b, "K, N")):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+            _check_dense(name, t)
             if t.ndim != ndim:
                 dims = dims if ndim == 2 else "B, " + dims
                 raise ValueError(f"{name}: expected a {ndim}-D tensor [{dims}], got shape {list(t.shape)}")
@@ -207,6 +216,10 @@ def _check_out(op: str, out, out_dtype, shape: tuple[int, ...], reads: dict):
         return out_dtype
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"out: expected a torch.Tensor, got {type(out).__name__}")
+    _check_dense("out", out)
+    if out.requires_grad and torch.is_grad_enabled():
+        raise ValueError("out: requires grad, and the kernels write it without recording the write for autograd; "
+                         "pass an out that does not require grad (or none)")
     if out.shape != shape:
         raise ValueError(f"out: expected shape {list(shape)}, got {list(out.shape)}")
     if out_dtype is not None and out.dtype != out_dtype:
@@ -277,6 +290,7 @@ def _bias_route(bias, M: int, N: int, device: torch.device) -> str:
     """"scalar", "vector" ([N] or [1, N]: the kernel's epilogue) or "full" (added after the kernel)."""
     if not isinstance(bias, torch.Tensor):
         raise TypeError(f"bias: expected a torch.Tensor, got {type(bias).__name__}")
+    _check_dense("bias", bias)
     if bias.dtype not in _FLOAT:
         raise TypeError(f"bias: dtype must be float32, float16 or bfloat16, got {_name(bias.dtype)}")
     if bias.device != device:
@@ -299,6 +313,7 @@ def _scale_kind(scale_a, scale_b, M: int, N: int, K: int, device: torch.device) 
     for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
         if not isinstance(s, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(s).__name__}")
+        _check_dense(name, s)
         if s.dtype != torch.float32:
             raise TypeError(f"{name}: dtype must be float32, got {_name(s.dtype)}")
         if s.device != device:
@@ -792,19 +807,32 @@ def _needs_grad(a, b, *more) -> bool:
 
 
 def _op_result(result: torch.Tensor, out):
-    """Copy an op's result into a given out (the ops are functional)."""
+    """Copy an op's result into a given out (the ops are functional; under autograd the copy is
+    recorded, so a result written to out stays differentiable)."""
     if out is None:
         return result
     if out.shape != result.shape or out.dtype != result.dtype:
         raise ValueError(f"out: expected shape {list(result.shape)} and dtype {result.dtype}, "
                          f"got {list(out.shape)} and {out.dtype}")
+    if out.device != result.device:
+        raise ValueError(f"out: on {out.device}, but a is on {result.device}; all tensors must be on one device")
     return out.copy_(result)
 
 
-def _op_dtype(out, out_dtype):
-    if out is not None and out_dtype is not None and out.dtype != out_dtype:
+def _op_dtype(out, out_dtype, backend):
+    """The op path's checks of the arguments the eager path checks first (the ops' schema would
+    reject them with the dispatcher's message), and its out_dtype: out's dtype when given."""
+    _check_backend(backend)
+    if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
+        raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
+    if out is None:
+        return out_dtype
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out: expected a torch.Tensor, got {type(out).__name__}")
+    _check_dense("out", out)
+    if out_dtype is not None and out.dtype != out_dtype:
         raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
-    return out.dtype if out is not None else out_dtype
+    return out.dtype
 
 
 def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
@@ -814,12 +842,13 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     backend: "auto", "tilelang" or "triton"; schedule: a tlgemm.schedules.Schedule, or None
     for the autotune cache / select."""
     if torch.compiler.is_compiling() or _needs_grad(a, b):
-        result = torch.ops.tlgemm.matmul.default(a, b, _op_dtype(out, out_dtype), backend, _schedule_arg(schedule))
+        dtype = _op_dtype(out, out_dtype, backend)
+        result = torch.ops.tlgemm.matmul.default(a, b, dtype, backend, _schedule_arg(schedule))
         return _op_result(result, out)
     try:
         key = _repeat_key(a, b, out, out_dtype, backend, schedule)
         launch = _REPEATS.get(key)
-    except (AttributeError, TypeError):
+    except (AttributeError, TypeError, RuntimeError):  # RuntimeError: a sparse tensor has no strides
         key = launch = None
     if launch is not None and (out is None or not (_aliases(out, a) or _aliases(out, b))):
         if _gpu_count() < 2:  # one GPU is the current one; skips _on_device's context (about 0.3 us a call)
@@ -833,7 +862,8 @@ def bmm(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     """a [B, M, K] @ b [B, K, N] -> [B, M, N] (torch.bmm: equal batch sizes, no broadcasting;
     an expanded, stride-0 batch is read without a copy). Arguments as matmul."""
     if torch.compiler.is_compiling() or _needs_grad(a, b):
-        result = torch.ops.tlgemm.bmm.default(a, b, _op_dtype(out, out_dtype), backend, _schedule_arg(schedule))
+        dtype = _op_dtype(out, out_dtype, backend)
+        result = torch.ops.tlgemm.bmm.default(a, b, dtype, backend, _schedule_arg(schedule))
         return _op_result(result, out)
     return _bmm_eager(a, b, out, out_dtype, backend, schedule)
 
@@ -851,8 +881,9 @@ def addmm(bias, a, b, *, alpha=1, beta=1, out=None, out_dtype=None, backend="aut
         if not isinstance(value, numbers.Real):
             raise TypeError(f"{name}: expected a real number, got {type(value).__name__}")
     if torch.compiler.is_compiling() or _needs_grad(bias, a, b):
-        result = torch.ops.tlgemm.addmm.default(bias, a, b, float(alpha), float(beta), _op_dtype(out, out_dtype),
-                                                backend, _schedule_arg(schedule))
+        dtype = _op_dtype(out, out_dtype, backend)
+        result = torch.ops.tlgemm.addmm.default(bias, a, b, float(alpha), float(beta), dtype, backend,
+                                                _schedule_arg(schedule))
         return _op_result(result, out)
     return _addmm_eager(bias, a, b, alpha, beta, out, out_dtype, backend, schedule)
 
@@ -870,7 +901,8 @@ def scaled_mm(a, b, scale_a, scale_b, *, bias=None, out=None, out_dtype=None, ba
     bias: [N], float. out (if given) must not share memory with a, b or the scales; a bias
     that shares it is copied first."""
     if torch.compiler.is_compiling() or _needs_grad(a, b, scale_a, scale_b, bias):
-        result = torch.ops.tlgemm.scaled_mm.default(a, b, scale_a, scale_b, bias, _op_dtype(out, out_dtype), backend,
+        dtype = _op_dtype(out, out_dtype, backend)
+        result = torch.ops.tlgemm.scaled_mm.default(a, b, scale_a, scale_b, bias, dtype, backend,
                                                     _schedule_arg(schedule))
         return _op_result(result, out)
     return _scaled_mm_eager(a, b, scale_a, scale_b, bias, out, out_dtype, backend, schedule)

@@ -4,7 +4,8 @@ Functional forms of the tlgemm entry points (no ``out=``; a schedule travels as 
 ``Schedule.to_dict()``), so torch.compile(fullgraph=True) traces calls to tlgemm as single
 graph nodes. Each op has a fake implementation (the output's shape, dtype and contiguous
 strides, after the same shape and dtype checks as the real call) and matmul, addmm and bmm
-have gradients (computed with the same ops; 8-bit inputs have none). The public functions
+have gradients (computed with the same ops; 8-bit inputs have none, and scaled_mm's backward
+says so). The public functions
 in tlgemm.api call these ops under torch.compile and when an input requires grad, and the
 kernels directly otherwise (the dispatcher costs several microseconds a call). Importing
 tlgemm.ops, or any tlgemm entry point, registers them.
@@ -87,10 +88,17 @@ def _scaled_mm_fake(a, b, scale_a, scale_b, bias=None, out_dtype=None, backend="
 # ---- gradients ----------------------------------------------------------------------------
 
 
-def _float_grad(name: str, a: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+def _grad_operand(name: str, a: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(g, unit): the incoming gradient in a's dtype, divided by ``unit`` (a power of two, exact)
+    where a wider gradient may not fit it: a float32 gradient (out_dtype=float32) of float16
+    inputs beyond float16's 65504 would become inf. unit None: g is the gradient itself."""
     if a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise RuntimeError(f"tlgemm.{name}: no gradient for {a.dtype} inputs (float32/float16/bfloat16 only)")
-    return grad.to(a.dtype)
+    if a.dtype != torch.float16 or grad.dtype == torch.float16:
+        return grad.to(a.dtype), None
+    amax = grad.detach().abs().amax().float()
+    unit = torch.exp2(torch.ceil(torch.log2(amax / 2.0**14))).clamp(min=1.0)
+    return (grad / unit).to(a.dtype), unit
 
 
 def _setup_mm(ctx, inputs, output):
@@ -105,31 +113,45 @@ def _setup_addmm(ctx, inputs, output):
     ctx.alpha, ctx.beta, ctx.backend = alpha, beta, backend
 
 
-def _operand_grads(product, a, b, g, backend, need_a: bool, need_b: bool):
-    """(g @ bᵀ, aᵀ @ g) with ``product`` (the matmul or bmm op), each only where needed."""
-    return (product(g, b.mT, a.dtype, backend) if need_a else None,
-            product(a.mT, g, b.dtype, backend) if need_b else None)
+def _operand_grads(product, name, a, b, grad, backend, need_a: bool, need_b: bool, alpha: float = 1.0):
+    """(alpha · g @ bᵀ, alpha · aᵀ @ g) with ``product`` (the matmul or bmm op), each only where
+    needed. A rescaled gradient (``_grad_operand``) or alpha != 1 is applied to the float32
+    product, as torch's mm backward applies alpha after the product: in the inputs' dtype a
+    small alpha would push g · alpha into float16's subnormals first."""
+    g, unit = _grad_operand(name, a, grad)
+    if unit is None and alpha == 1:
+        return (product(g, b.mT, a.dtype, backend) if need_a else None,
+                product(a.mT, g, b.dtype, backend) if need_b else None)
+    factor = alpha if unit is None else unit * alpha
+
+    def scaled(x, y, dtype):
+        return (product(x, y, torch.float32, backend) * factor).to(dtype)
+
+    return scaled(g, b.mT, a.dtype) if need_a else None, scaled(a.mT, g, b.dtype) if need_b else None
 
 
 def _product_backward(product, name: str):
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        g = _float_grad(name, a, grad)
-        return (*_operand_grads(product, a, b, g, ctx.backend, *ctx.needs_input_grad[:2]), None, None, None)
+        return (*_operand_grads(product, name, a, b, grad, ctx.backend, *ctx.needs_input_grad[:2]), None, None, None)
 
     return backward
 
 
 def _addmm_backward(ctx, grad):
     bias, a, b = ctx.saved_tensors
-    g = _float_grad("addmm", a, grad)
-    if ctx.alpha != 1:
-        g = g * ctx.alpha
     grad_bias = (grad.float() * ctx.beta).sum_to_size(bias.shape).to(bias.dtype) if ctx.needs_input_grad[0] else None
-    grad_a, grad_b = _operand_grads(matmul, a, b, g, ctx.backend, *ctx.needs_input_grad[1:3])
+    grad_a, grad_b = _operand_grads(matmul, "addmm", a, b, grad, ctx.backend, *ctx.needs_input_grad[1:3],
+                                    alpha=ctx.alpha)
     return grad_bias, grad_a, grad_b, None, None, None, None, None
+
+
+def _scaled_mm_backward(ctx, grad):
+    raise RuntimeError("tlgemm.scaled_mm: no gradient (8-bit inputs, scales and bias are constants of the product); "
+                       "detach the scales and the bias, or use tlgemm.matmul on float inputs")
 
 
 matmul.register_autograd(_product_backward(matmul, "matmul"), setup_context=_setup_mm)
 bmm.register_autograd(_product_backward(bmm, "bmm"), setup_context=_setup_mm)
 addmm.register_autograd(_addmm_backward, setup_context=_setup_addmm)
+scaled_mm.register_autograd(_scaled_mm_backward)

@@ -13,6 +13,7 @@ before the cast.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -24,7 +25,7 @@ _FLOAT_INPUTS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 def _check_block(block) -> tuple[int, int]:
     if (not isinstance(block, (tuple, list)) or len(block) != 2
-            or not all(isinstance(b, int) and not isinstance(b, bool) for b in block)):
+            or not all(isinstance(b, numbers.Integral) and not isinstance(b, bool) for b in block)):
         raise TypeError(f"block: expected a pair of ints (rows, cols), got {block!r}")
     if block[0] < 1 or block[1] < 1:
         raise ValueError(f"block: sizes must be >= 1, got {tuple(block)}")
@@ -53,6 +54,7 @@ def _expand(scales: torch.Tensor, br: int, bc: int, rows: int, cols: int) -> tor
     return full[..., :rows, :cols]
 
 
+@torch.no_grad()
 def quantize_fp8_blockwise(x: torch.Tensor, block=(1, 128), dtype: torch.dtype = torch.float8_e4m3fn):
     """(x_fp8, scales) with x ≈ x_fp8.float() · scales broadcast over each block.
 
@@ -62,10 +64,13 @@ def quantize_fp8_blockwise(x: torch.Tensor, block=(1, 128), dtype: torch.dtype =
     not detected and give non-finite results in their block. block: (rows, cols) of one
     scale block; edge blocks may be partial, and a block larger than a dimension is one block
     along all of it. dtype: float8_e4m3fn or float8_e5m2.
-    Returns x_fp8 of x's shape and ``dtype``, and float32 scales [..., ⌈rows/br⌉, ⌈cols/bc⌉]
-    with scale = amax(|block|) / max(dtype). A block whose scale would be 0 (all zeros, or an
-    amax so small that amax / max(dtype) underflows float32) gets scale 1 instead: its values
-    quantise to 0 or fp8 subnormals, and no finite input yields a 0, inf or NaN scale.
+    Returns x_fp8 of x's shape and ``dtype``, contiguous, and float32 scales
+    [..., ⌈rows/br⌉, ⌈cols/bc⌉] with scale = amax(|block|) / max(dtype), rounded to nearest,
+    or to the next float32 up where that fell below the quotient, so |x / scale| <= max(dtype)
+    and no value is clamped (a subnormal scale, of few bits, fell up to 29% below). A block
+    whose scale would be 0 (all zeros, or an amax so small that amax / max(dtype) underflows
+    float32) gets scale 1 instead: its values quantise to 0 or fp8 subnormals, and no finite
+    input yields a 0, inf or NaN scale. Not differentiable: computed without autograd.
     """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x: expected a torch.Tensor, got {type(x).__name__}")
@@ -82,9 +87,11 @@ def quantize_fp8_blockwise(x: torch.Tensor, block=(1, 128), dtype: torch.dtype =
     # A tensor divisor: CUDA divides by a Python scalar as a multiplication by its reciprocal,
     # which rounds differently from the CPU's division; elementwise division is IEEE on both.
     scales = amax / torch.full_like(amax, fp8_max)
-    scales = torch.where(scales == 0, torch.ones_like(scales), scales)  # an all-zero block; NaN stays NaN
+    underflow = scales == 0  # an all-zero block, or amax / max below float32's subnormals; NaN stays NaN
+    scales = torch.where(amax / scales > fp8_max, torch.nextafter(scales, torch.full_like(scales, math.inf)), scales)
+    scales = torch.where(underflow, torch.ones_like(scales), scales)
     scaled = x.to(torch.float32) / _expand(scales, br, bc, rows, cols)
-    return scaled.clamp(-fp8_max, fp8_max).to(dtype), scales
+    return scaled.clamp(-fp8_max, fp8_max).to(dtype, memory_format=torch.contiguous_format), scales
 
 
 def dequantize_fp8_blockwise(x_fp8: torch.Tensor, scales: torch.Tensor, block=(1, 128)) -> torch.Tensor:
