@@ -51,7 +51,7 @@ def test_trace_equals_host_reference(interp, name, shape):
 def test_trace_equals_host_reference_random(interp, M, N, K, block_m, block_n, block_k, kind, group,
                                             persistent, num_sms, streamk, xcds, chunk):
     s = Schedule(block_m=block_m, block_n=block_n, block_k=block_k)
-    s = s.map(kind, None if kind in ("row", "column") else group).chiplet(xcds, chunk)
+    s = s.map(kind, None if kind in ("row", "column") else group).chiplet(xcds, chunk if xcds > 1 else 1)
     if persistent or streamk:
         s = s.streamk(streamk).persistent(num_sms)
     _check(interp, M, N, K, s)
