@@ -170,10 +170,24 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def wheel_disassembler() -> str | None:
+    """The nvdisasm of NVIDIA's nvidia-cuda-nvdisasm wheel (the test extra installs it under
+    site-packages/nvidia/cu*/bin), or None."""
+    from pathlib import Path
+
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    found = [p for root in nvidia.__path__ for p in sorted(Path(root).glob("cu*/bin/nvdisasm"))
+             if os.access(p, os.X_OK)]
+    return str(found[-1]) if found else None
+
+
 def _missing_cuda_tools(emit: str) -> list[str]:
     """The CUDA tools --emit ptx/sass needs that TileLang cannot find (nvcc under CUDA_HOME;
-    nvdisasm or cuobjdump on PATH or under CUDA_HOME for SASS)."""
-    import os
+    nvdisasm or cuobjdump on PATH or under CUDA_HOME for SASS). The wheel's nvdisasm
+    (``wheel_disassembler``) is put on PATH, where TileLang looks for it."""
     import shutil
 
     from tilelang import env
@@ -183,7 +197,11 @@ def _missing_cuda_tools(emit: str) -> list[str]:
 
     missing = [] if under_home("nvcc") else ["nvcc"]
     if emit == "sass" and not any(shutil.which(t) or under_home(t) for t in ("nvdisasm", "cuobjdump")):
-        missing.append("nvdisasm or cuobjdump")
+        wheel = wheel_disassembler()
+        if wheel is None:
+            missing.append("nvdisasm or cuobjdump")
+        else:
+            os.environ["PATH"] = os.pathsep.join((os.path.dirname(wheel), os.environ.get("PATH", "")))
     return missing
 
 
@@ -374,10 +392,11 @@ def _problem_arguments(p: argparse.ArgumentParser, *, backend: bool = True) -> N
         p.add_argument("--backend", default="auto", choices=["auto", "tilelang", "triton"])
 
 
-def _target_arguments(p: argparse.ArgumentParser) -> None:
+def _target_arguments(p: argparse.ArgumentParser, *, hopper_only: bool = False) -> None:
+    only = "; inspect shows TileLang kernels, which need sm90" if hopper_only else ""
     p.add_argument("--gpu", default=None,
                    help="sm90 (H100, the default without a GPU), sm80 (A100), gfx942 (MI300X), or cuda[:N] "
-                        "for this machine's GPU (the default when there is one)")
+                        f"for this machine's GPU (the default when there is one){only}")
     p.add_argument("--sm-count", type=_positive, default=None, help="override the target's SM count")
 
 
@@ -398,9 +417,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="the TileLang kernel's code for a configuration")
     _problem_arguments(p, backend=False)
-    _target_arguments(p)
+    _target_arguments(p, hopper_only=True)
     p.add_argument("--emit", default="cuda", choices=["tir", "cuda", "ptx", "sass"],
-                   help="tir and cuda need no GPU; ptx and sass need nvcc")
+                   help="tir and cuda need no GPU; ptx needs nvcc, sass nvcc and nvdisasm or cuobjdump (PATH, "
+                        "CUDA_HOME or the nvidia-cuda-nvdisasm wheel)")
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("autotune", help="time schedule candidates and store the winners (needs a GPU)")
@@ -419,7 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("bench", help="the benchmark harness (tlgemm.bench; `tlgemm bench --help`)", add_help=False)
 
     p = sub.add_parser("layout", help="operand layouts, swizzle modes and encoded descriptors of a tile")
-    p.add_argument("--dtype", default="bf16")
+    p.add_argument("--dtype", default="bf16",
+                   help="WGMMA operand type: f16, bf16, tf32, e4m3, e5m2, s8 or u8 (or fp16, float16, int8, ...)")
     p.add_argument("--block-m", type=int, default=128)
     p.add_argument("--block-n", type=int, default=256)
     p.add_argument("--block-k", type=int, default=64)

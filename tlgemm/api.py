@@ -5,7 +5,8 @@ below; a broken rule raises TypeError (a wrong type or dtype) or ValueError (any
 naming the argument and the rule.
 
 Dtypes   a, b: float32, float16, bfloat16 (a and b alike), float8_e4m3fn / float8_e5m2 (may
-         mix), int8. out_dtype: float32, float16, bfloat16; int8 inputs also int32. Defaults:
+         mix), int8. out_dtype: float32, float16, bfloat16; int8 inputs also int32 (matmul,
+         bmm; not scaled_mm). Defaults:
          the input's dtype, bfloat16 for fp8, int32 for int8 (scaled_mm: bfloat16). float32
          inputs use TF32 when torch.matmul does (torch.backends.cuda.matmul.fp32_precision "tf32",
          or allow_tf32 where torch predates that API);
@@ -18,7 +19,8 @@ Empty    M, N, K or the batch = 0: no kernel runs. The result is empty, or zeros
 Layout   (the copy rule; explain() lists each copy) Triton: a matrix is read as it is when
          row-major or column-major (unit stride in one of its two dims, the other stride at
          least that dim's extent; any batch stride, 0 included, so an expanded batch costs no
-         copy); anything else is copied once, row-major. Its launcher (tlgemm.triton.launch)
+         copy); anything else is copied once, K-major (a row-major, b column-major). Its
+         launcher (tlgemm.triton.launch)
          also copies both operands K-major with K zero-padded when K's rows are not 16-byte
          multiples, and K-major an operand whose rows along its unit stride are not (its
          kernels would load such rows element by element). TileLang: its launcher's rule
@@ -36,11 +38,13 @@ Size     the kernels index in int32: a tensor holding 2**31 elements or more is 
          operand spanning that many (a sparse view) but holding fewer is copied compactly.
 Backend  "auto": TileLang on sm_90 (Hopper) when tlgemm.tilelang has the kernel, Triton
          elsewhere (other NVIDIA GPUs, AMD through ROCm); explain() says which and why.
-Schedule None: the autotune cache (tlgemm.autotune) entry for this GPU, backend, dtypes,
-         operand layout (row- or column-major a and b: autotune's ``layout``) and shape
-         bucket, else tlgemm.schedules.select's best candidate that the backends run (no
-         split-K; swap-AB in TileLang's matmul only; a block_n no power of two only there
-         and with B read K-major; bmm: no Stream-K). bmm selects for the [B·M, N, K] problem.
+Schedule None: for matmul, addmm and scaled_mm with per-tensor/row/column scales, the
+         autotune cache (tlgemm.autotune) entry for this GPU, backend, dtypes, operand layout
+         (row- or column-major a and b: autotune's ``layout``) and shape bucket, else
+         tlgemm.schedules.select's best candidate that the backends run (no split-K; swap-AB
+         in TileLang's matmul only; a block_n no power of two only there and with B read
+         K-major; bmm: no Stream-K). bmm reads no cache: select() for the [B·M, N, K]
+         problem. Block-wise scaled_mm: the block-scaled launcher's default schedule.
 Caches   the resolved backend, schedule and kernel are kept per (op, shape bucket, N, K,
          dtypes, device, backend, schedule, operand layouts and 16-byte alignment): a
          repeated call selects nothing, reads no cache
@@ -195,7 +199,8 @@ def _check_pair(a, b, ndim: int) -> tuple[int, int, int, int]:
         batch = sa[0]
         if sb[0] != batch:
             raise ValueError(f"a, b: batch sizes differ: a is {list(sa)}, b is {list(sb)}; like torch.bmm, bmm does "
-                             "not broadcast: expand the smaller one (a stride-0 batch is read without a copy)")
+                             "not broadcast: expand the smaller one (a stride-0 batch costs no copy on the Triton "
+                             "backend)")
     if b.device != a.device:
         raise ValueError(f"b: on {b.device}, but a is on {a.device}; all tensors must be on one device")
     M, K, N = sa[-2], sa[-1], sb[-1]
@@ -819,9 +824,10 @@ def _op_result(result: torch.Tensor, out):
     return out.copy_(result)
 
 
-def _op_dtype(out, out_dtype, backend):
+def _op_dtype(out, out_dtype, backend, reads):
     """The op path's checks of the arguments the eager path checks first (the ops' schema would
-    reject them with the dispatcher's message), and its out_dtype: out's dtype when given."""
+    reject them with the dispatcher's message; ``reads``: (name, tensor) pairs out must not
+    share memory with), and its out_dtype: out's dtype when given."""
     _check_backend(backend)
     if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
         raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
@@ -830,6 +836,8 @@ def _op_dtype(out, out_dtype, backend):
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"out: expected a torch.Tensor, got {type(out).__name__}")
     _check_dense("out", out)
+    if not torch.compiler.is_compiling():  # storage pointers are not traceable; the op is functional there
+        check_out_reads(out, reads)
     if out_dtype is not None and out.dtype != out_dtype:
         raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
     return out.dtype
@@ -842,7 +850,7 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     backend: "auto", "tilelang" or "triton"; schedule: a tlgemm.schedules.Schedule, or None
     for the autotune cache / select."""
     if torch.compiler.is_compiling() or _needs_grad(a, b):
-        dtype = _op_dtype(out, out_dtype, backend)
+        dtype = _op_dtype(out, out_dtype, backend, (("a", a), ("b", b)))
         result = torch.ops.tlgemm.matmul.default(a, b, dtype, backend, _schedule_arg(schedule))
         return _op_result(result, out)
     try:
@@ -860,9 +868,10 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
 
 def bmm(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     """a [B, M, K] @ b [B, K, N] -> [B, M, N] (torch.bmm: equal batch sizes, no broadcasting;
-    an expanded, stride-0 batch is read without a copy). Arguments as matmul."""
+    an expanded, stride-0 batch is read without a copy on the Triton backend and copied once
+    by TileLang's, whose 3-D TMA box needs a dense batch). Arguments as matmul."""
     if torch.compiler.is_compiling() or _needs_grad(a, b):
-        dtype = _op_dtype(out, out_dtype, backend)
+        dtype = _op_dtype(out, out_dtype, backend, (("a", a), ("b", b)))
         result = torch.ops.tlgemm.bmm.default(a, b, dtype, backend, _schedule_arg(schedule))
         return _op_result(result, out)
     return _bmm_eager(a, b, out, out_dtype, backend, schedule)
@@ -881,7 +890,7 @@ def addmm(bias, a, b, *, alpha=1, beta=1, out=None, out_dtype=None, backend="aut
         if not isinstance(value, numbers.Real):
             raise TypeError(f"{name}: expected a real number, got {type(value).__name__}")
     if torch.compiler.is_compiling() or _needs_grad(bias, a, b):
-        dtype = _op_dtype(out, out_dtype, backend)
+        dtype = _op_dtype(out, out_dtype, backend, (("a", a), ("b", b)))
         result = torch.ops.tlgemm.addmm.default(bias, a, b, float(alpha), float(beta), dtype, backend,
                                                 _schedule_arg(schedule))
         return _op_result(result, out)
@@ -901,7 +910,8 @@ def scaled_mm(a, b, scale_a, scale_b, *, bias=None, out=None, out_dtype=None, ba
     bias: [N], float. out (if given) must not share memory with a, b or the scales; a bias
     that shares it is copied first."""
     if torch.compiler.is_compiling() or _needs_grad(a, b, scale_a, scale_b, bias):
-        dtype = _op_dtype(out, out_dtype, backend)
+        reads = (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b))
+        dtype = _op_dtype(out, out_dtype, backend, reads)
         result = torch.ops.tlgemm.scaled_mm.default(a, b, scale_a, scale_b, bias, dtype, backend,
                                                     _schedule_arg(schedule))
         return _op_result(result, out)
@@ -981,8 +991,10 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
 
     The call explained: scaled_mm when scales are given (both), addmm with a bias, bmm for
     3-D inputs, else matmul. Tensors may be on the meta device (no data needed). gpu: None
-    (the tensors' CUDA device; sm90 for CPU/meta tensors), a key of TARGETS ("sm90", "sm80",
-    "gfx942"), "cuda[:N]", or a Target (e.g. with another SM count)."""
+    (the tensors' CUDA device; sm90 for CPU/meta tensors, Triton's interpreter for CPU tensors
+    under TRITON_INTERPRET=1), a key of TARGETS ("sm90", "sm80", "gfx942"), "cuda[:N]", or a
+    Target (tlgemm.api.Target, e.g. with another SM count). A caller's schedule is shown as
+    given: whether the backend takes it is checked at the call."""
     plain = bias is None and scale_a is None and scale_b is None  # addmm and scaled_mm take matrices only
     ndim = 3 if plain and isinstance(a, torch.Tensor) and a.dim() == 3 else 2
     M, N, K, batch = _check_pair(a, b, ndim)

@@ -83,3 +83,19 @@ def test_an_out_requiring_grad_is_refused(fake_gpu):
         tlgemm.matmul(a, b, out=out)
     with torch.no_grad():
         assert tlgemm.matmul(a, b, out=out) is out
+
+
+def test_the_op_path_refuses_an_out_sharing_an_input(fake_gpu):
+    a = random_operand((16, 16), torch.float32)
+    b = random_operand((16, 16), torch.float32).requires_grad_()
+    with pytest.raises(ValueError, match=r"out: shares memory with a, which the kernel reads"):
+        tlgemm.matmul(a, b, out=a)
+
+
+def test_schedules_and_targets_are_reachable_from_the_package():
+    import subprocess
+    import sys
+
+    code = "import tlgemm; print(tlgemm.schedules.Schedule().block_m, tlgemm.Target is tlgemm.api.Target)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["128", "True"]

@@ -12,7 +12,6 @@ Each test is skipped, with the reason, where its tools are missing; the GPU mach
 of them."""
 
 import functools
-import os
 import re
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tlgemm.__main__ import wheel_disassembler
 from tlgemm.schedules import Schedule
 from tlgemm.tilelang import kernel_source
 from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
@@ -49,17 +49,8 @@ SEPARATE_BRANCHES = ("persistent-bf16", "persistent-f16-mn", "scaled-e4m3", "str
 
 def _find_disassembler() -> str | None:
     """nvdisasm or cuobjdump on PATH, else the nvdisasm of NVIDIA's nvidia-cuda-nvdisasm wheel
-    (the test extra: it installs the binary under site-packages/nvidia/cu*/bin)."""
-    on_path = shutil.which("nvdisasm") or shutil.which("cuobjdump")
-    if on_path:
-        return on_path
-    try:
-        import nvidia
-    except ImportError:
-        return None
-    found = [p for root in nvidia.__path__ for p in sorted(Path(root).glob("cu*/bin/nvdisasm"))
-             if os.access(p, os.X_OK)]
-    return str(found[-1]) if found else None
+    (the test extra; ``tlgemm inspect --emit sass`` finds it the same way)."""
+    return shutil.which("nvdisasm") or shutil.which("cuobjdump") or wheel_disassembler()
 
 
 DISASSEMBLER = _find_disassembler()
