@@ -10,39 +10,56 @@ enumeration proofs cover exactly the cases this emitter accepts; anything else
 raises ``ValueError`` / ``NotImplementedError`` naming the rule (no silent fallback
 to ``mma.sync`` or to a narrower instruction).
 
-Facts (PTX ISA 9.7.15, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"):
-instruction shapes m64nNk(32 bytes); N = 8..256 step 8, for s8/u8 8, 16, 24, 32 then
-step 16. A warpgroup is 4 consecutive warps; warp w of a warpgroup owns rows
-16w..16w+15 of each 64-row instruction. Accumulator fragment (9.7.15.5.1,
-"Register Fragments"): lane l holds rows l/4 and l/4 + 8 and columns
-8c + 2(l%4) + {0, 1}, register 4c + 2h + e. The RS A fragment has the same row
-split with 4 bytes of K per thread per 8-column core matrix.
+Facts, from the PTX ISA section "Asynchronous Warpgroup Level Matrix Multiply-Accumulate
+Instructions" (9.7.15 in the manual these notes were checked against; subsections are
+cited by title, as their numbers move between PTX ISA versions): instruction shapes
+m64nNk(32 bytes), N = 8..256 step 8, for s8/u8 8, 16, 24, 32 then step 16 ("Matrix
+Shape"). A warpgroup is 4 contiguous warps whose first warp's rank is a multiple of 4
+("Warpgroup"); warp w of a warpgroup owns rows 16w..16w+15 of each 64-row instruction.
+Accumulator fragment ("Register Fragments"): lane l holds rows l/4 and l/4 + 8 and
+columns 8c + 2(l%4) + {0, 1}, register 4c + 2h + e. The RS A fragment has the same row
+split with 4 bytes of K per thread per 8-column core matrix. Resource limits the
+constructor checks: at most 1024 threads (8 warpgroups) a block (CUDA), and at most 255
+registers a thread, in which the accumulator (and the RS A fragment) must fit, else
+ptxas serialises the wgmma and spills (its warning C7511).
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import tilelang.language as T
+from tilelang import tvm
 from tilelang.layout import Fragment, Layout
 
 from .layouts import operand_layout
-from .operands import DescriptorParams, Major, SwizzleMode, choose_swizzle, describe, element_type
+from .operands import (DescriptorParams, Major, SwizzleMode, _dtype_key, _int_arg, choose_swizzle, describe,
+                       element_type)
 
 __all__ = ["WGMMAEmitter", "legal_n", "widest_n"]
 
+PrimExpr = tvm.ir.PrimExpr
+
 #: Accumulator types and the dtype string TileLang uses for them.
 _ACCUM = {"f32": ("float32", "fp32", 32), "f16": ("float16", "fp16", 16), "s32": ("int32", "int32", 32)}
-_ACCUM_ALIASES = {"float32": "f32", "fp32": "f32", "float16": "f16", "fp16": "f16", "int32": "s32"}
+_ACCUM_ALIASES = {"float32": "f32", "fp32": "f32", "float16": "f16", "fp16": "f16", "half": "f16",
+                  "int32": "s32"}
 #: TileLang's PTX type strings for the inputs (tilelang/src/cuda/codegen/ptx.cc).
 _PTX_INPUT = {"f16": "fp16", "bf16": "bf16", "tf32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2",
               "s8": "int8", "u8": "uint8"}
 _FP8 = {"e4m3", "e5m2"}
 _INT8 = {"s8", "u8"}
+#: Threads a block may have (CUDA): 8 warpgroups.
+_MAX_THREADS = 1024
+#: Registers a thread may have; the accumulator (and an RS A fragment) must fit in them.
+_MAX_REGISTERS = 255
 
 
 def _accumulator(dtype) -> str:
-    key = str(dtype).lower()
+    """An accumulator name, parsed as input dtypes are (``operands.element_type``): any case,
+    torch dtypes ("torch.float32"), the same aliases ("float32", "fp32", "half", ...)."""
+    key = _dtype_key(dtype)
     key = _ACCUM_ALIASES.get(key, key)
     if key not in _ACCUM:
         raise ValueError(f"accum_dtype: {dtype!r} is not a wgmma accumulator (f32, f16, s32)")
@@ -50,7 +67,7 @@ def _accumulator(dtype) -> str:
 
 
 def _check_combination(a: str, b: str, acc: str) -> None:
-    """The type combinations of PTX ISA 9.7.15.2 ("Matrix Data-types")."""
+    """The type combinations of the PTX ISA's wgmma "Matrix Data-types" table."""
     ok = (
         (a == b == "f16" and acc in ("f16", "f32"))
         or (a == b == "bf16" and acc == "f32")
@@ -65,25 +82,56 @@ def _check_combination(a: str, b: str, acc: str) -> None:
             "s8/u8 pairs->s32")
 
 
-def _start_units(offset):
+def _start_units(offset, alignment: int = 16, name: str = "stage offset"):
     """A byte offset into a shared-memory operand as a descriptor start-address delta (16-byte
-    units, PTX ISA 9.7.15.5.1.2: the descriptor holds the address >> 4)."""
-    if isinstance(offset, int):
-        if offset % 16:
-            raise ValueError(f"stage offset: {offset} bytes is not a multiple of 16")
-        return offset // 16
-    return T.truncdiv(offset, 16)
+    units: the descriptor holds the address >> 4, PTX ISA "Matrix Descriptor Format").
+
+    A Python int (or numpy integer) must be a non-negative multiple of ``alignment``, the
+    operand's ``swizzle.alignment``: the descriptors are written with base offset 0, which
+    the ISA allows only where the swizzle's repeating pattern starts on a 1024 / 512 /
+    256-byte boundary (128B / 64B / 32B swizzle; 16 bytes, the start-address granule,
+    without swizzle). A TIR expression cannot be checked here and is taken as it is, if of
+    an integer type; floats and bools are refused."""
+    if isinstance(offset, PrimExpr):
+        if not str(offset.dtype).startswith(("int", "uint")):
+            raise ValueError(f"{name}: {offset!r} is a {offset.dtype} expression; expected an integer byte offset")
+        return T.truncdiv(offset, 16)
+    if isinstance(offset, bool) or not isinstance(offset, numbers.Integral):
+        raise ValueError(f"{name}: expected an int (or TIR integer expression) byte offset, got {offset!r}")
+    offset = int(offset)
+    if offset < 0 or offset % alignment:
+        raise ValueError(f"{name}: {offset} bytes is not a multiple of {alignment} (a non-negative multiple of "
+                         f"{alignment} bytes keeps the tile on its swizzle's repeat, where the descriptor's base "
+                         "offset 0 holds: PTX ISA, \"Matrix Descriptor Format\")")
+    return offset // 16
 
 
-def _check_wait(n) -> None:
+def _check_wait(n):
+    """``n`` as ``wgmma.wait_group``'s immediate, an int in [0, 7], or None (no wait)."""
     if n is None:
-        return
-    if not isinstance(n, int) or not 0 <= n <= 7:
+        return None
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or not 0 <= n <= 7:
         raise ValueError(f"wait: {n!r} must be None or an int in [0, 7] (wgmma.wait_group immediate)")
+    return int(n)
+
+
+def _check_start(name: str, start, params: DescriptorParams) -> None:
+    """An int start delta (16-byte units) must keep the tile on its swizzle's repeat, as a stage
+    offset must (``_start_units``); a TIR expression is taken as it is."""
+    if isinstance(start, PrimExpr):
+        return
+    start = _int_arg(name, start)
+    alignment = params.swizzle.alignment
+    if start < 0 or 16 * start % alignment:
+        raise ValueError(f"{name}: {start} 16-byte units ({16 * start} bytes) is not a non-negative multiple of "
+                         f"{alignment} bytes, the repeat of the {params.swizzle.name} swizzle (PTX ISA, "
+                         "\"Matrix Descriptor Format\": base offset 0)")
 
 
 def legal_n(n: int, a_dtype) -> bool:
-    """Whether m64nN exists for this input type (8-bit integers: 8, 16, 24, 32, then step 16)."""
+    """Whether m64nN exists for this input type (8-bit integers: 8, 16, 24, 32, then step 16;
+    PTX ISA, wgmma "Matrix Shape")."""
+    n = _int_arg("n", n)
     if element_type(a_dtype).name in _INT8:
         return n in (8, 16, 24) or (32 <= n <= 256 and n % 16 == 0)
     return 8 <= n <= 256 and n % 8 == 0
@@ -91,6 +139,7 @@ def legal_n(n: int, a_dtype) -> bool:
 
 def widest_n(extent: int, a_dtype) -> int:
     """The widest legal instruction N that tiles ``extent`` exactly."""
+    extent = _int_arg("extent", extent)
     for n in range(min(extent, 256), 7, -8):
         if extent % n == 0 and legal_n(n, a_dtype):
             return n
@@ -122,32 +171,54 @@ class WGMMAEmitter:
         "K" or "MN" (MN only for 16-bit types). A is [block_m, block_k] when K-major
         and [block_k, block_m] when MN-major in shared memory; B likewise with block_n.
     a_source:
-        "shared" (SS) or "register" (RS; A must be K-major, PTX ISA 9.7.15.5.1).
+        "shared" (SS) or "register" (RS; A must be K-major: PTX ISA, "wgmma.mma_async",
+        imm-trans-a applies to A in shared memory only).
     warpgroups_m, warpgroups_n:
         Consumer warpgroups tiling the block; warpgroup w = wm * warpgroups_n + wn owns
         rows [wm * block_m / warpgroups_m, ...) and columns [wn * block_n / warpgroups_n, ...).
-        The consumers are threads [thread_offset, thread_offset + 128 * warpgroups).
+        The consumers are threads [thread_offset, thread_offset + 128 * warpgroups), at most
+        8 warpgroups and within a block's 1024 threads; ``thread_offset`` a multiple of 128
+        (a warpgroup's first warp has a rank that is a multiple of 4, PTX ISA "Warpgroup").
+        Each thread's accumulator (plus, RS, its A fragment) must fit 255 registers.
     a_swizzle, b_swizzle:
-        Shared-memory swizzles (None: the widest that fits, see ``choose_swizzle``).
+        Shared-memory swizzles (None: the widest that fits, see ``choose_swizzle``); no
+        ``a_swizzle`` with A in registers.
+
+    Sizes and counts are ints (or numpy integers); anything else raises ``ValueError`` naming
+    the argument.
     """
 
     def __init__(self, a_dtype, b_dtype, accum_dtype, *, block_m: int, block_n: int, block_k: int,
                  a_major="K", b_major="K", a_source: str = "shared", warpgroups_m: int = 1,
                  warpgroups_n: int = 1, a_swizzle=None, b_swizzle=None, thread_offset: int = 0):
+        block_m, block_n, block_k = (_int_arg(name, value, minimum=1) for name, value in
+                                     (("block_m", block_m), ("block_n", block_n), ("block_k", block_k)))
+        warpgroups_m = _int_arg("warpgroups_m", warpgroups_m, minimum=1)
+        warpgroups_n = _int_arg("warpgroups_n", warpgroups_n, minimum=1)
+        thread_offset = _int_arg("thread_offset", thread_offset, minimum=0)
         self.a_type = element_type(a_dtype)
         self.b_type = element_type(b_dtype)
         self.accum = _accumulator(accum_dtype)
         _check_combination(self.a_type.name, self.b_type.name, self.accum)
         self.a_major = Major.parse(a_major)
         self.b_major = Major.parse(b_major)
-        if a_source not in ("shared", "register"):
+        if not isinstance(a_source, str) or a_source not in ("shared", "register"):
             raise ValueError(f"a_source: expected 'shared' or 'register', got {a_source!r}")
         self.a_source = a_source
         if a_source == "register" and self.a_major is not Major.K:
             raise ValueError("a_major: a register (RS) A operand is always K-major in the instruction")
-        for name, wg in (("warpgroups_m", warpgroups_m), ("warpgroups_n", warpgroups_n)):
-            if wg < 1:
-                raise ValueError(f"{name}: {wg} must be at least 1")
+        if a_source == "register" and a_swizzle is not None:
+            raise ValueError(f"a_swizzle: {a_swizzle!r} given with a_source='register'; A is in registers and "
+                             "has no shared-memory swizzle")
+        if thread_offset % 128:
+            raise ValueError(f"thread_offset: {thread_offset} is not a multiple of 128; a warpgroup is 4 contiguous "
+                             "warps whose first warp's rank is a multiple of 4 (PTX ISA, wgmma \"Warpgroup\")")
+        warpgroups = warpgroups_m * warpgroups_n
+        if thread_offset + 128 * warpgroups > _MAX_THREADS:
+            raise ValueError(f"(warpgroups_m, warpgroups_n, thread_offset)=({warpgroups_m}, {warpgroups_n}, "
+                             f"{thread_offset}): consumer threads [{thread_offset}, "
+                             f"{thread_offset + 128 * warpgroups}) exceed a block's {_MAX_THREADS} threads "
+                             f"(at most {_MAX_THREADS // 128} warpgroups)")
         if block_m % (64 * warpgroups_m):
             raise ValueError(
                 f"block_m: {block_m} must be a multiple of 64 x warpgroups_m ({64 * warpgroups_m}); "
@@ -165,23 +236,38 @@ class WGMMAEmitter:
         self.wg_m = block_m // warpgroups_m
         self.wg_n = block_n // warpgroups_n
         self.shape = _Shape(64, widest_n(self.wg_n, self.a_type), inst_k)
+        self._check_registers()
         self.b_params: DescriptorParams = describe(block_n, block_k, self.b_type, self.b_major,
                                                    b_swizzle if b_swizzle is not None
-                                                   else self._default_swizzle(block_n, self.b_major, self.b_type))
+                                                   else self._default_swizzle(block_n, self.b_major, self.b_type,
+                                                                              self.shape.inst_n))
         self.b_params.check_instruction(self.shape.inst_n)
         self.a_params: DescriptorParams | None = None
         if a_source == "shared":
             self.a_params = describe(block_m, block_k, self.a_type, self.a_major,
                                      a_swizzle if a_swizzle is not None
-                                     else self._default_swizzle(block_m, self.a_major, self.a_type))
-            self.a_params.check_instruction(64)
+                                     else self._default_swizzle(block_m, self.a_major, self.a_type, self.shape.inst_m))
+            self.a_params.check_instruction(self.shape.inst_m)
 
-    def _default_swizzle(self, tile_mn: int, major: Major, et) -> SwizzleMode:
-        """Widest swizzle of the contiguous extent; MN-major also needs whole atoms per instruction."""
+    def _default_swizzle(self, tile_mn: int, major: Major, et, inst_mn: int) -> SwizzleMode:
+        """Widest swizzle of the contiguous extent; MN-major also needs whole swizzle atoms per
+        instruction, whose MN extent ``inst_mn`` the caller passes for its operand (A: 64 rows,
+        B: ``shape.inst_n``)."""
         if major is Major.K:
             return choose_swizzle(self.block_k, et)
-        inst_mn = 64 if tile_mn == self.block_m and et is self.a_type and self.a_source == "shared" else self.shape.inst_n
         return choose_swizzle(min(inst_mn, tile_mn), et)
+
+    def _check_registers(self) -> None:
+        """Each thread's accumulator, plus its RS A fragment, must fit the 255 registers a thread
+        may have; more and ptxas serialises the wgmma and spills (its warning C7511)."""
+        regs = self.accum_regs + (self.a_regs if self.a_source == "register" else 0)
+        if regs > _MAX_REGISTERS:
+            a_part = f" + {self.a_regs} of the RS A fragment" if self.a_source == "register" else ""
+            raise ValueError(
+                f"(block_m, block_n, warpgroups_m, warpgroups_n)=({self.block_m}, {self.block_n}, "
+                f"{self.warpgroups_m}, {self.warpgroups_n}): {self.accum_regs} accumulator registers{a_part} "
+                f"per thread exceed the {_MAX_REGISTERS} a thread has (ptxas would serialise the wgmma and "
+                "spill); use more warpgroups or a smaller tile")
 
     # ---- sizes --------------------------------------------------------------------------
 
@@ -268,15 +354,14 @@ class WGMMAEmitter:
         return (i // self.wg_m) * self.warpgroups_n + j // self.wg_n
 
     def accum_layout(self, waves: int = 1) -> Fragment:
-        """T.Fragment of the [block_m, block_n] accumulator (PTX wgmma D register fragment).
+        """T.Fragment of the [block_m, block_n] accumulator (PTX ISA "Register Fragments", D).
 
         ``waves`` > 1: the [waves · block_m, block_n] result of that many of this tile stacked
         along M (DeepGEMM's waves: one tile's rows issued as several wgmma batches that share
         B), wave v's rows [v · block_m, (v + 1) · block_m) held by the threads that hold them
         in this tile's accumulator, after wave v - 1's in each thread's registers; a wave's
         temporary accumulator then promotes into its rows thread by thread."""
-        if waves < 1:
-            raise ValueError(f"waves: {waves} must be at least 1")
+        waves = _int_arg("waves", waves, minimum=1)
         wg_m, wg_n, wgs_n, offset = self.wg_m, self.wg_n, self.warpgroups_n, self.thread_offset
         bm, elems = self.block_m, self.accum_elems
 
@@ -295,7 +380,7 @@ class WGMMAEmitter:
     def accum_row_layout(self) -> Fragment:
         """T.Fragment of a [block_m] vector held beside the accumulator: value i on every thread
         whose accumulator fragment has row i (the 4 lanes of its quad in each warpgroup along
-        N), so that ``acc[i, j] * v[i]`` reads registers only (PTX ISA 9.7.15.5.1: lane l holds
+        N), so that ``acc[i, j] * v[i]`` reads registers only (PTX ISA "Register Fragments": lane l holds
         rows l/4 and l/4 + 8 of its warp's 16)."""
         wg_m, wgs_n, offset = self.wg_m, self.warpgroups_n, self.thread_offset
 
@@ -311,7 +396,7 @@ class WGMMAEmitter:
     def accum_col_layout(self) -> Fragment:
         """T.Fragment of a [block_n] vector held beside the accumulator: value j on every thread
         whose accumulator fragment has column j (one lane of each quad row, in each warp and
-        warpgroup along M; PTX ISA 9.7.15.5.1: lane l holds columns 8c + 2(l%4) + {0, 1})."""
+        warpgroup along M; PTX ISA "Register Fragments": lane l holds columns 8c + 2(l%4) + {0, 1})."""
         wg_n, wgs_n, offset = self.wg_n, self.warpgroups_n, self.thread_offset
 
         def thread(j, rep=0):
@@ -351,7 +436,8 @@ class WGMMAEmitter:
 
     def init_descriptor(self, desc, shared, params: DescriptorParams):
         """Initialise ``desc`` for the tile at ``shared`` (a buffer or region): start address,
-        LBO, SBO and layout type from ``params`` (PTX ISA 9.7.15.5.1.2)."""
+        LBO, SBO and layout type from ``params``, base offset 0 (PTX ISA "Matrix Descriptor
+        Format"; the tile starts on its swizzle's repeat)."""
         layout_type = params.swizzle.layout_type
         lbo = params.leading_byte_offset >> 4
         sbo = params.stride_byte_offset >> 4
@@ -406,7 +492,7 @@ class WGMMAEmitter:
 
     def wait(self, n: int = 0):
         """``wgmma.wait_group n``: at most ``n`` committed batches stay in flight."""
-        _check_wait(n)
+        n = _check_wait(n)
 
         @T.macro
         def _wait():
@@ -449,10 +535,13 @@ class WGMMAEmitter:
                 first_ki: int = 0):
         """One ``wgmma.mma_async`` SS for instruction (i, j, ki) of this thread's warpgroup;
         ``a_start`` / ``b_start`` (16-byte units, may be PrimExprs) move the descriptors' start
-        addresses, e.g. to a ring stage; ``clear_accum`` overwrites D at K atom ``first_ki``."""
+        addresses, e.g. to a ring stage (ints: whole swizzle repeats, as ``ss``'s stage offsets);
+        ``clear_accum`` overwrites D at K atom ``first_ki``."""
         if self.a_params is None:
             raise ValueError("ss_atom: the emitter was built with a_source='register'; use rs_atom")
-        self._check_atom(i, j, ki)
+        i, j, ki = self._check_atom(i, j, ki)
+        _check_start("a_start", a_start, self.a_params)
+        _check_start("b_start", b_start, self.b_params)
         a_params, b_params, shape = self.a_params, self.b_params, self.shape
         k0 = ki * shape.inst_k
         c_off = self.c_offset(i, j)
@@ -476,7 +565,8 @@ class WGMMAEmitter:
         as in ``ss_atom``."""
         if self.a_source != "register":
             raise ValueError("rs_atom: the emitter was built with a_source='shared'; use ss_atom")
-        self._check_atom(i, j, ki)
+        i, j, ki = self._check_atom(i, j, ki)
+        _check_start("b_start", b_start, self.b_params)
         b_params, shape = self.b_params, self.shape
         k0 = ki * shape.inst_k
         c_off = self.c_offset(i, j)
@@ -494,16 +584,23 @@ class WGMMAEmitter:
 
         return _atom(a_local, desc_b, c_local)
 
-    def _check_atom(self, i: int, j: int, ki: int) -> None:
+    def _check_atom(self, i: int, j: int, ki: int) -> tuple[int, int, int]:
+        """(i, j, ki) as ints, each in its range (ints or numpy integers, not bools)."""
+        out = []
         for name, value, bound in (("i", i, self.num_inst_m), ("j", j, self.num_inst_n), ("ki", ki, self.num_k_atoms)):
-            if not isinstance(value, int) or not 0 <= value < bound:
-                raise ValueError(f"{name}: {value!r} must be a Python int in [0, {bound})")
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < bound:
+                raise ValueError(f"{name}: {value!r} must be an int in [0, {bound})")
+            out.append(int(value))
+        return tuple(out)
 
     # ---- macros: tiles ----------------------------------------------------------------
 
     def atoms(self, k_atoms: range | None = None) -> list[tuple[int, int, int]]:
         """The (i, j, ki) issue order of a tile: N outer, then M, K innermost; ``k_atoms``: only
         these K atoms (a slice of block_k, e.g. one 128-deep scale block of a 256-deep tile)."""
+        if k_atoms is not None and not isinstance(k_atoms, range):
+            raise ValueError(f"k_atoms: expected None or a range of K atoms within [0, {self.num_k_atoms}), "
+                             f"got {k_atoms!r}")
         ks = range(self.num_k_atoms) if k_atoms is None else k_atoms
         if not ks or ks.step != 1 or ks.start < 0 or ks.stop > self.num_k_atoms:
             raise ValueError(f"k_atoms: a non-empty contiguous range within [0, {self.num_k_atoms}), got {ks!r}")
@@ -532,11 +629,16 @@ class WGMMAEmitter:
         The stage offsets are bytes from the start of ``a_shared`` / ``b_shared``;
         ``descriptors``: ``ring_descriptors(a_shared, b_shared)``, else the batch builds its own;
         ``k_atoms``: only that slice of the K atoms (``atoms``), ``clear_accum`` at its first.
+        A stage offset that is an int must be a non-negative multiple of the operand's
+        ``swizzle.alignment`` bytes (``_start_units``).
         """
-        _check_wait(wait)
+        if self.a_params is None:
+            raise ValueError("ss: the emitter was built with a_source='register'; use rs")
+        wait = _check_wait(wait)
         atoms = self.atoms(k_atoms)
         first_ki = atoms[0][2]
-        a_start, b_start = _start_units(a_stage_offset), _start_units(b_stage_offset)
+        a_start = _start_units(a_stage_offset, self.a_params.swizzle.alignment, "a_stage_offset")
+        b_start = _start_units(b_stage_offset, self.b_params.swizzle.alignment, "b_stage_offset")
 
         @T.macro
         def _tile(a_shared, b_shared, c_local):
@@ -565,9 +667,11 @@ class WGMMAEmitter:
            desc_b=None):
         """The whole tile with A from registers (``a_register_layout``) as one wgmma batch;
         ``b_stage_offset`` and ``desc_b`` (``ring_descriptors(None, b_shared)[1]``) as in ``ss``."""
-        _check_wait(wait)
+        if self.a_source != "register":
+            raise ValueError("rs: the emitter was built with a_source='shared'; use ss")
+        wait = _check_wait(wait)
         atoms = self.atoms()
-        b_start = _start_units(b_stage_offset)
+        b_start = _start_units(b_stage_offset, self.b_params.swizzle.alignment, "b_stage_offset")
 
         @T.macro
         def _tile(a_local, b_shared, c_local):

@@ -1,14 +1,18 @@
 """Hopper WGMMA operand math: swizzles, shared-memory layouts and matrix descriptors.
 
 Pure Python (no TileLang import). Facts used, from the PTX ISA section
-"Asynchronous Warpgroup Level Matrix Multiply-Accumulate" (9.7.15) and its
-"Matrix Descriptor Format" (9.7.15.5.1), cross-checked against CuTe
-``mma_sm90_desc.hpp``:
+"Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions" and its
+subsections "Shared Memory Matrix Layout" and "Matrix Descriptor Format",
+cross-checked against CuTe ``mma_sm90_desc.hpp``. Sections are cited by title: their
+numbers move between PTX ISA versions (in the manual these notes were checked against the
+wgmma section is 9.7.15 and "Matrix Descriptor Format" 9.7.15.5.1.2.2).
 
 * The 64-bit descriptor holds start address >> 4 in bits [0, 14), leading byte
   offset (LBO) >> 4 in [16, 30), stride byte offset (SBO) >> 4 in [32, 46), base
   offset in [49, 52) and the layout type in [62, 64): INTERLEAVE (no swizzle) = 0,
-  128B = 1, 64B = 2, 32B = 3.
+  128B = 1, 64B = 2, 32B = 3. The base offset is valid for the swizzled modes only, and
+  is 0 when the swizzle's repeating pattern starts on a 1024 / 512 / 256-byte boundary
+  (128B / 64B / 32B), which is how every tile here is placed (``SwizzleMode.alignment``).
 * A swizzle of S bytes is CuTe's ``Swizzle<B, 4, 3>`` with B = log2(S / 16): the
   shared-memory byte address has bits [4, 4 + B) XOR-ed with bits [7, 7 + B). It
   acts on the absolute address, so a swizzled tile must start on a multiple of
@@ -17,8 +21,9 @@ Pure Python (no TileLang import). Facts used, from the PTX ISA section
   K-major swizzled ``((8, m), (T, 2k)) : ((W*T, SBO), (1, T))``;
   MN-major swizzled ``((T, W, m), (8, k)) : ((1, T, LBO), (W*T, SBO))``;
   INTERLEAVE swaps the roles of LBO and SBO in both.
-* Instruction K is 32 bytes: k16 for f16/bf16, k8 for tf32, k32 for e4m3/e5m2/s8/u8.
-  Only 16-bit types may be MN-major.
+* Instruction K is 32 bytes: k16 for f16/bf16, k8 for tf32, k32 for e4m3/e5m2/s8/u8
+  ("Matrix Shape"). Only 16-bit types may be MN-major (transposed; "wgmma.mma_async",
+  the imm-trans-a / imm-trans-b operands).
 
 The shared-memory tile layout is the one a TMA box copy with the same swizzle
 writes: the contiguous dimension is cut into panels of S bytes (16 bytes without
@@ -31,6 +36,7 @@ enumeration that it equals ``layout_address`` for every supported case.
 from __future__ import annotations
 
 import enum
+import numbers
 from dataclasses import dataclass
 
 __all__ = [
@@ -60,6 +66,23 @@ INSTRUCTION_K_BYTES = 32
 SMEM_ADDRESS_LIMIT = 1 << 18
 
 
+def _int_arg(name: str, value, minimum: int | None = None) -> int:
+    """``value`` as a Python int: an int or a numpy integer, never a bool (nor a float, a string,
+    None); ``ValueError`` naming the argument otherwise, or when it is below ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}: expected an int, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name}: {value} must be at least {minimum}")
+    return value
+
+
+def _dtype_key(dtype) -> str:
+    """A dtype's lower-case name without torch's ``torch.`` prefix: what both the input types
+    (``element_type``) and the accumulators (``tlgemm.macros.emitter``) are looked up by."""
+    return str(dtype).strip().lower().replace("torch.", "")
+
+
 class Major(enum.Enum):
     """Which logical dimension of an operand is contiguous in shared memory."""
 
@@ -68,14 +91,20 @@ class Major(enum.Enum):
 
     @classmethod
     def parse(cls, value) -> "Major":
+        """A ``Major``, or its spelling "K" / "MN" (any case; also "K-major" / "MN-major").
+
+        "M" and "N" are refused: in BLAS terms (``--layout nt``) "N" means not transposed,
+        which is K-major for A, so reading "N" as MN-major would silently transpose it."""
         if isinstance(value, Major):
             return value
-        text = str(value).upper()
-        if text in ("K", "K-MAJOR", "KMAJOR"):
-            return cls.K
-        if text in ("MN", "M", "N", "MN-MAJOR", "MNMAJOR"):
-            return cls.MN
-        raise ValueError(f"major: expected 'K' or 'MN', got {value!r}")
+        if isinstance(value, str):
+            text = value.strip().upper()
+            if text in ("K", "K-MAJOR"):
+                return cls.K
+            if text in ("MN", "MN-MAJOR"):
+                return cls.MN
+        raise ValueError(f"major: expected 'K' (K-major) or 'MN' (MN-major), got {value!r}; "
+                         "'M' / 'N' are not major names (in BLAS terms 'N' is not-transposed, K-major for A)")
 
 
 class SwizzleMode(enum.Enum):
@@ -120,15 +149,24 @@ class SwizzleMode(enum.Enum):
 
     @classmethod
     def parse(cls, value) -> "SwizzleMode":
+        """A ``SwizzleMode``; its name ("NONE", "B32", "B64", "B128", any case); "32B", "64B",
+        "128B", "none" or "interleave"; or the span in bytes, 0 / 32 / 64 / 128, as an int, a
+        numpy integer or a digit string. A bool is refused (False is no swizzle mode)."""
         if isinstance(value, SwizzleMode):
             return value
-        aliases = {"none": 0, "interleave": 0, "32b": 32, "64b": 64, "128b": 128}
-        key = str(value).lower()
-        if key in aliases:
-            return cls(aliases[key])
-        if isinstance(value, int) and value in (0, 32, 64, 128):
-            return cls(value)
-        raise ValueError(f"swizzle: expected one of NONE, 32B, 64B, 128B, got {value!r}")
+        spans = {0, 32, 64, 128}
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) in spans:
+            return cls(int(value))
+        if isinstance(value, str):
+            key = value.strip().lower()
+            aliases = {"none": 0, "interleave": 0, "b32": 32, "b64": 64, "b128": 128,
+                       "32b": 32, "64b": 64, "128b": 128}
+            if key in aliases:
+                return cls(aliases[key])
+            if key.isdigit() and int(key) in spans:
+                return cls(int(key))
+        raise ValueError(f"swizzle: expected a SwizzleMode, one of its names NONE, B32, B64, B128, "
+                         f"'32B' / '64B' / '128B', or the span in bytes 0 / 32 / 64 / 128, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -145,12 +183,13 @@ class ElementType:
 
     @property
     def inst_k(self) -> int:
-        """K of one wgmma: 32 bytes of K (PTX ISA 9.7.15.2, "Matrix Shape")."""
+        """K of one wgmma: 32 bytes of K (PTX ISA, wgmma "Matrix Shape")."""
         return INSTRUCTION_K_BYTES // self.bytes
 
     @property
     def allows_mn_major(self) -> bool:
-        """Only 16-bit types may be MN-major (transposed) in shared memory."""
+        """Only 16-bit types may be MN-major (transposed) in shared memory (PTX ISA,
+        "wgmma.mma_async": imm-trans-a / imm-trans-b only for .f16 / .bf16)."""
         return self.bits == 16
 
 
@@ -177,7 +216,7 @@ def element_type(dtype) -> ElementType:
     """Resolve a dtype name ("bf16", "bfloat16", "float8_e4m3", "int8", ...)."""
     if isinstance(dtype, ElementType):
         return dtype
-    key = str(dtype).lower().replace("torch.", "")
+    key = _dtype_key(dtype)
     key = _ALIASES.get(key, key)
     try:
         return _ELEMENT_TYPES[key]
@@ -199,41 +238,58 @@ class GmmaDescriptor:
 
 
 def _check_field(name: str, value: int, limit: int) -> None:
+    value = _int_arg(name, value)
     if value % 16:
         raise ValueError(f"{name}: {value} is not a multiple of 16 bytes (the field holds value >> 4)")
     if not 0 <= value < limit:
         raise ValueError(f"{name}: {value} does not fit the descriptor's 14-bit field (< {limit} bytes)")
 
 
+def _check_base_offset(base_offset, layout_type: SwizzleMode) -> int:
+    """The 3-bit base offset, valid for the swizzled modes only (PTX ISA "Matrix Descriptor
+    Format": "valid for all swizzling modes except the no-swizzle mode")."""
+    base_offset = _int_arg("base_offset", base_offset)
+    if not 0 <= base_offset < 8:
+        raise ValueError(f"base_offset: {base_offset} does not fit 3 bits")
+    if base_offset and layout_type is SwizzleMode.NONE:
+        raise ValueError(f"base_offset: {base_offset} with layout type NONE; the base offset is valid for "
+                         "the swizzled modes only (PTX ISA, \"Matrix Descriptor Format\")")
+    return base_offset
+
+
 def encode(desc: GmmaDescriptor) -> int:
-    """Pack a descriptor into its 64-bit value (PTX ISA 9.7.15.5.1 bit positions)."""
+    """Pack a descriptor into its 64-bit value (PTX ISA "Matrix Descriptor Format" bit positions)."""
     _check_field("start_address", desc.start_address, SMEM_ADDRESS_LIMIT)
     _check_field("leading_byte_offset", desc.leading_byte_offset, SMEM_ADDRESS_LIMIT)
     _check_field("stride_byte_offset", desc.stride_byte_offset, SMEM_ADDRESS_LIMIT)
-    if not 0 <= desc.base_offset < 8:
-        raise ValueError(f"base_offset: {desc.base_offset} does not fit 3 bits")
+    if not isinstance(desc.layout_type, SwizzleMode):
+        raise ValueError(f"layout_type: expected a SwizzleMode, got {desc.layout_type!r}")
+    base_offset = _check_base_offset(desc.base_offset, desc.layout_type)
     return (
-        (desc.start_address >> 4)
-        | (desc.leading_byte_offset >> 4) << 16
-        | (desc.stride_byte_offset >> 4) << 32
-        | desc.base_offset << 49
+        (int(desc.start_address) >> 4)
+        | (int(desc.leading_byte_offset) >> 4) << 16
+        | (int(desc.stride_byte_offset) >> 4) << 32
+        | base_offset << 49
         | desc.layout_type.layout_type << 62
     )
 
 
 def decode(value: int) -> GmmaDescriptor:
-    """Unpack a 64-bit descriptor; bits outside the defined fields must be zero."""
+    """Unpack a 64-bit descriptor (an int or a numpy integer); bits outside the defined fields
+    must be zero, and the base offset zero under no swizzle (as ``encode`` requires)."""
+    value = _int_arg("value", value)
     if not 0 <= value < 1 << 64:
         raise ValueError(f"value: {value:#x} is not a 64-bit descriptor")
     reserved = value & ~((0x3FFF) | (0x3FFF << 16) | (0x3FFF << 32) | (0x7 << 49) | (0x3 << 62))
     if reserved:
         raise ValueError(f"value: reserved descriptor bits set ({reserved:#x})")
+    layout_type = SwizzleMode.from_layout_type((value >> 62) & 0x3)
     return GmmaDescriptor(
         start_address=(value & 0x3FFF) << 4,
         leading_byte_offset=((value >> 16) & 0x3FFF) << 4,
         stride_byte_offset=((value >> 32) & 0x3FFF) << 4,
-        base_offset=(value >> 49) & 0x7,
-        layout_type=SwizzleMode.from_layout_type((value >> 62) & 0x3),
+        base_offset=_check_base_offset((value >> 49) & 0x7, layout_type),
+        layout_type=layout_type,
     )
 
 
@@ -243,6 +299,7 @@ def choose_swizzle(contiguous_extent: int, dtype) -> SwizzleMode:
     A 128B swizzle needs rows that are whole multiples of 128 bytes, and so on; an
     extent of a multiple of 16 bytes only gets no swizzle (INTERLEAVE).
     """
+    contiguous_extent = _int_arg("contiguous_extent", contiguous_extent, minimum=1)
     nbytes = contiguous_extent * element_type(dtype).bytes
     for mode in (SwizzleMode.B128, SwizzleMode.B64, SwizzleMode.B32):
         if nbytes % mode.span_bytes == 0:
@@ -375,6 +432,7 @@ class DescriptorParams:
         return mn_bytes // span * panel_stride + mn_bytes % span + k0 // 8 * (8 * span)
 
     def _check_origin(self, mn0: int, k0: int) -> None:
+        mn0, k0 = _int_arg("mn0", mn0), _int_arg("k0", k0)
         if not (0 <= mn0 < self.tile_mn and 0 <= k0 < self.tile_k):
             raise ValueError(f"(mn0, k0)=({mn0}, {k0}) lies outside the {self.tile_mn}x{self.tile_k} tile")
         if k0 % self.inst_k:
@@ -392,6 +450,7 @@ class DescriptorParams:
 
     def check_instruction(self, inst_mn: int) -> None:
         """Reject an instruction MN extent the proofs do not cover (ValueError naming the rule)."""
+        inst_mn = _int_arg("inst_mn", inst_mn)
         if inst_mn <= 0 or inst_mn % 8:
             raise ValueError(f"inst_mn: {inst_mn} is not a positive multiple of 8")
         if self.tile_mn % inst_mn:
@@ -416,12 +475,13 @@ def describe(tile_mn: int, tile_k: int, dtype, major="K", swizzle=None) -> Descr
     MN-major swizzled: SBO = 8 rows x S (next 8-deep K group), LBO = panel (next MN atom).
     MN-major none: SBO = panel = K x 16 (next MN core matrix), LBO = 128 (next 8-deep K group).
     """
+    tile_mn, tile_k = _int_arg("tile_mn", tile_mn), _int_arg("tile_k", tile_k)
     et = element_type(dtype)
     major = Major.parse(major)
     if major is Major.MN and not et.allows_mn_major:
         raise ValueError(
             f"major: {et.name} operands must be K-major; only 16-bit types may be MN-major "
-            "(PTX ISA 9.7.15.5.1)")
+            "(PTX ISA, \"wgmma.mma_async\": imm-trans-a / imm-trans-b)")
     if tile_mn <= 0 or tile_mn % 8:
         raise ValueError(f"tile_mn: {tile_mn} is not a positive multiple of 8 (core matrices are 8 rows)")
     if tile_k <= 0 or tile_k % et.inst_k:
@@ -446,7 +506,15 @@ def describe(tile_mn: int, tile_k: int, dtype, major="K", swizzle=None) -> Descr
 
 
 def descriptor_for(params: DescriptorParams, mn0: int, k0: int, base: int = 0) -> GmmaDescriptor:
-    """The descriptor of the instruction operand starting at (mn0, k0) of a tile at ``base``."""
+    """The descriptor of the instruction operand starting at (mn0, k0) of a tile at ``base``.
+
+    ``base`` is the tile's shared-memory byte address: an int in [0, 256 KiB) (what the 14-bit
+    start-address field reaches) on a multiple of the swizzle's repeat, where the descriptor's
+    base offset is 0 (PTX ISA, "Matrix Descriptor Format")."""
+    base = _int_arg("base", base)
+    if not 0 <= base < SMEM_ADDRESS_LIMIT:
+        raise ValueError(f"base: {base:#x} lies outside the {SMEM_ADDRESS_LIMIT} bytes of shared memory the "
+                         "descriptor's 14-bit start address reaches")
     if base % params.swizzle.alignment:
         raise ValueError(
             f"base: {base:#x} is not aligned to {params.swizzle.alignment} bytes, "
