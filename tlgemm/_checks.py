@@ -41,10 +41,20 @@ def output_dtype(a_dtype, out_dtype, epilogue: bool):
     return out_dtype
 
 
+def check_not_negated(name, t) -> None:
+    """ValueError for a tensor with torch's negative bit set (a lazily negated view, e.g.
+    ``z.conj().imag``): its memory holds the values' negatives, which a kernel would read."""
+    if t.is_neg():
+        raise ValueError(f"{name}: has the negative bit set (a lazily negated view such as z.conj().imag); "
+                         "pass t.resolve_neg()")
+
+
 def vector(name, v, lengths, dtypes, device, first="a"):
-    """``v`` flattened to 1-D after checking its type, dtype, element count and device."""
+    """``v`` flattened to 1-D after checking its type, dtype, element count, device and that it
+    is not a negated view (``check_not_negated``)."""
     if not isinstance(v, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(v).__name__}")
+    check_not_negated(name, v)
     if v.dtype not in dtypes:
         raise TypeError(f"{name}: dtype must be one of {[str(d) for d in dtypes]}, got {v.dtype}")
     if v.numel() not in lengths:
@@ -176,8 +186,9 @@ def by_signature(cache: dict, key: tuple, tensors: tuple, build=None):
 
 def signature(t):
     """What a launch derives from a tensor argument (None: not given): its shape, strides,
-    dtype, device and whether its base address is 16-byte aligned (what TMA needs)."""
-    return None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0)
+    dtype, device, whether its base address is 16-byte aligned (what TMA needs) and its
+    negative bit (``check_not_negated``)."""
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0, t.is_neg())
 
 
 @functools.lru_cache(maxsize=None)
@@ -203,7 +214,11 @@ def stream_workspace(device, key: tuple, build, *args) -> tuple[torch.Tensor, ..
     where the Triton interpreter runs, one per key), built once and kept for the process's
     life: no allocation and no memset per call. The Stream-K kernels leave their flags or
     counters zero when they finish, and launches on one stream run in order, so no two use
-    a workspace at once."""
+    a workspace at once. Under CUDA graph capture each launch builds its own."""
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        # a CUDA graph's own: one kept from another capture lives in that graph's memory pool and
+        # was zeroed only by that graph; built here, its zeroing is captured with the launch
+        return build(*args)
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
     full_key = (device, stream, *key)
     workspace = _STREAM_WORKSPACES.get(full_key)

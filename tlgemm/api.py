@@ -75,8 +75,8 @@ import torch
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import (SCALE_BLOCK, check_no_overlap, check_out_reads, matmul_uses_tf32, may_share_memory,
-                            remember, signature)
+from tlgemm._checks import (SCALE_BLOCK, check_no_overlap, check_not_negated, check_out_reads, matmul_uses_tf32,
+                            may_share_memory, remember, signature)
 from tlgemm.schedules import AutotuneCache, Schedule, Selection, cdiv, m_bucket, num_programs, select
 
 __all__ = ["matmul", "addmm", "bmm", "scaled_mm", "explain", "autotune", "Explanation", "AutotuneResult",
@@ -222,6 +222,7 @@ def _check_out(op: str, out, out_dtype, shape: tuple[int, ...], reads: dict):
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"out: expected a torch.Tensor, got {type(out).__name__}")
     _check_dense("out", out)
+    check_not_negated("out", out)
     if out.requires_grad and torch.is_grad_enabled():
         raise ValueError("out: requires grad, and the kernels write it without recording the write for autograd; "
                          "pass an out that does not require grad (or none)")
@@ -380,8 +381,8 @@ def _repeat_key(a, b, out, out_dtype, backend, schedule) -> tuple:
     lookup, TypeError for an unhashable argument: the caller then takes the full path, which
     names it."""
     return (backend, schedule, out_dtype, a.dtype == torch.float32 and matmul_uses_tf32(),
-            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16 == 0,
-            b.shape, b.stride(), b.dtype, b.device, b.data_ptr() % 16 == 0, signature(out))
+            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16 == 0, a.is_neg(),
+            b.shape, b.stride(), b.dtype, b.device, b.data_ptr() % 16 == 0, b.is_neg(), signature(out))
 
 
 def _backend_kernel(backend: str, op: str):
@@ -660,12 +661,14 @@ def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=N
 
 def _plan_key(op, rows, N, K, a, b, out_dtype, backend, schedule, tf32) -> tuple:
     """The ``_PLANS`` key of a call: the problem, dtypes, device and options, and each operand's
-    layout (``_layout``) and 16-byte alignment, since a schedule that runs with one layout may
-    be rejected with another (the TileLang kernels take a block_n that is no power of two only
-    with B read K-major, and its launcher copies an unaligned B K-major; the Triton kernel's
-    shared memory depends on the order it reads)."""
+    layout (``_layout``), 16-byte alignment, the major the TileLang kernel reads B in
+    (``_tilelang_layout``: a padded leading stride is copied K-major) and whether the Triton
+    kernel loads it as vectors, since a schedule that runs with one may be rejected with
+    another (the TileLang kernels take a block_n that is no power of two only with B read
+    K-major; the Triton kernel's shared memory depends on the order it reads)."""
     return (op, m_bucket(rows), N, K, a.dtype, b.dtype, out_dtype, a.device, backend, schedule, tf32, _layout(a),
-            _layout(b), a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0)
+            _layout(b), a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, _tilelang_layout("b", b, K)[1],
+            _triton_loads_as_vectors(a), _triton_loads_as_vectors(b))
 
 
 def _first_launch(plan: _Plan, a, b, out, scale_a, scale_b, bias) -> _Plan:
@@ -724,6 +727,8 @@ def _scalar(value: float, device: torch.device) -> torch.Tensor:
 def _matmul_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None, repeat_key=None):
     M, N, K, _ = _check_pair(a, b, 2)
     out_dtype = _check_out("matmul", out, out_dtype, (M, N), {"a": a, "b": b})
+    if a.is_neg() or b.is_neg():  # a lazily negated view: resolved (a copy), and no repeat of this launch
+        a, b, repeat_key = a.resolve_neg(), b.resolve_neg(), None
     if not (M and N and K):
         return _empty("matmul", a, b, out, out_dtype, (M, N), backend, schedule)
     return _gemm("matmul", a, b, M, N, K, 1, out, out_dtype, backend, schedule, repeat_key=repeat_key)
@@ -732,6 +737,7 @@ def _matmul_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None,
 def _bmm_eager(a, b, out=None, out_dtype=None, backend="auto", schedule=None):
     M, N, K, batch = _check_pair(a, b, 3)
     out_dtype = _check_out("bmm", out, out_dtype, (batch, M, N), {"a": a, "b": b})
+    a, b = a.resolve_neg(), b.resolve_neg()
     if not (batch and M and N and K):
         return _empty("bmm", a, b, out, out_dtype, (batch, M, N), backend, schedule)
     return _gemm("bmm", a, b, M, N, K, batch, out, out_dtype, backend, schedule)
@@ -741,7 +747,7 @@ def _addmm_eager(bias, a, b, alpha=1.0, beta=1.0, out=None, out_dtype=None, back
     M, N, K, _ = _check_pair(a, b, 2)
     out_dtype = _check_out("addmm", out, out_dtype, (M, N), {"a": a, "b": b})
     route = _bias_route(bias, M, N, a.device)
-    bias = _own_bias(bias, out)
+    a, b, bias = a.resolve_neg(), b.resolve_neg(), _own_bias(bias.resolve_neg(), out)
     if not (M and N and K):
         result = _empty("addmm", a, b, out, out_dtype, (M, N), backend, schedule)
         return result.add_(bias, alpha=beta) if K == 0 and result.numel() and beta != 0 else result
@@ -761,9 +767,10 @@ def _scaled_mm_eager(a, b, scale_a, scale_b, bias=None, out=None, out_dtype=None
     M, N, K, _ = _check_pair(a, b, 2)
     op = "blockscaled" if _scale_kind(scale_a, scale_b, M, N, K, a.device) else "scaled_mm"
     out_dtype = _check_out(op, out, out_dtype, (M, N), {"a": a, "b": b, "scale_a": scale_a, "scale_b": scale_b})
+    a, b, scale_a, scale_b = a.resolve_neg(), b.resolve_neg(), scale_a.resolve_neg(), scale_b.resolve_neg()
     if bias is not None:
         _check_scaled_mm_bias(bias, M, N, a.device)
-        bias = _own_bias(bias, out)
+        bias = _own_bias(bias.resolve_neg(), out)
     if not (M and N and K):
         result = _empty(op, a, b, out, out_dtype, (M, N), backend, schedule)
         return result.add_(bias) if K == 0 and result.numel() and bias is not None else result
@@ -858,7 +865,7 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
         launch = _REPEATS.get(key)
     except (AttributeError, TypeError, RuntimeError):  # RuntimeError: a sparse tensor has no strides
         key = launch = None
-    if launch is not None and (out is None or not (_aliases(out, a) or _aliases(out, b))):
+    if launch is not None and (out is None or not (out.requires_grad or _aliases(out, a) or _aliases(out, b))):
         if _gpu_count() < 2:  # one GPU is the current one; skips _on_device's context (about 0.3 us a call)
             return launch(a, b, out)
         with _on_device(a.device):

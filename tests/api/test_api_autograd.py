@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import tlgemm
+from tlgemm import api
 from tlgemm.testing import random_operand
 
 F16 = torch.float16
@@ -99,3 +100,88 @@ def test_schedules_and_targets_are_reachable_from_the_package():
     code = "import tlgemm; print(tlgemm.schedules.Schedule().block_m, tlgemm.Target is tlgemm.api.Target)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["128", "True"]
+
+
+@pytest.fixture
+def repeats(fake_gpu, monkeypatch):
+    """fake_gpu with a tlgemm.tilelang.cached_launch that, like the real one after a first
+    launch, hands back a launch writing the product into out as a kernel does (autograd does
+    not see it); .fast counts its calls."""
+    import importlib
+
+    fake_gpu.fast = 0
+
+    def cached_launch(a, b, schedule, out):
+        shape, dtype = tuple(out.shape), out.dtype
+
+        def launch(a, b, out):
+            fake_gpu.fast += 1
+            target = torch.empty(shape, dtype=dtype) if out is None else out
+            target.detach().copy_(a.double() @ b.double())
+            return target
+        return launch
+
+    monkeypatch.setattr(importlib.import_module("tlgemm.tilelang"), "cached_launch", cached_launch)
+    return fake_gpu
+
+
+def test_a_repeat_with_an_out_requiring_grad_takes_the_checked_path(repeats):
+    """A repeated call matching a cached launch skipped the check: the kernel wrote a leaf
+    requiring grad behind autograd's back."""
+    a, b = random_operand((64, 32), torch.bfloat16), random_operand((32, 48), torch.bfloat16)
+    tlgemm.matmul(a, b, out=torch.empty(64, 48, dtype=torch.bfloat16))
+    calls = repeats.fast
+    with pytest.raises(ValueError, match=r"out: requires grad"):
+        tlgemm.matmul(a, b, out=torch.empty(64, 48, dtype=torch.bfloat16, requires_grad=True))
+    assert repeats.fast == calls
+
+
+def test_a_negated_view_is_resolved_not_repeated(repeats):
+    """torch's negative bit (z.conj().imag, torch._neg_view) leaves the values' negatives in
+    memory; a repeat of a's launch served _neg_view(a) its raw memory (a sign-flipped result).
+    It is resolved (a copy) and never served by a repeat."""
+    a, b = random_operand((64, 32), torch.bfloat16), random_operand((32, 48), torch.bfloat16)
+    tlgemm.matmul(a, b)
+    calls = repeats.fast
+    assert api._repeat_key(a, b, None, None, "auto", None) != api._repeat_key(torch._neg_view(a), b, None, None,
+                                                                                "auto", None)
+    got = tlgemm.matmul(torch._neg_view(a), b)
+    assert repeats.fast == calls and repeats.tilelang.calls[-1][1].is_neg() is False
+    torch.testing.assert_close(got.double(), -(a.double() @ b.double()), rtol=1e-2, atol=1e-2)
+    with pytest.raises(ValueError, match=r"out: has the negative bit set"):
+        tlgemm.matmul(a, b, out=torch._neg_view(torch.empty(64, 48, dtype=torch.bfloat16)))
+
+
+@pytest.mark.parametrize("backend", ["tilelang", "triton"])
+def test_the_launchers_refuse_a_negated_view(backend):
+    import importlib
+
+    launch = importlib.import_module(f"tlgemm.{backend}")
+    a, b = random_operand((64, 64), torch.bfloat16), random_operand((64, 64), torch.bfloat16)
+    with pytest.raises(ValueError, match=r"b: has the negative bit set"):
+        launch.matmul(a, torch._neg_view(b), tlgemm.schedules.Schedule(block_m=64, block_n=64))
+
+
+def test_plans_are_kept_per_read_major_of_b(fake_gpu, monkeypatch):
+    """A row-major b with a padded leading stride is copied K-major by TileLang's launcher (so a
+    block_n no power of two runs), a dense one is read MN-major (so it does not): one plan for
+    both ran the first one's 64x160 tile on the second and failed."""
+    from tlgemm.tilelang import launch as tl
+
+    fake = fake_gpu.tilelang.module.matmul
+
+    def as_the_launcher(a, b, schedule, *, out, **kwargs):
+        (M, K), N = a.shape, b.shape[1]
+        how = tl._orientation(M, K, N, a.stride(), b.stride(), True, True, a.element_size())
+        tl.make_spec(a.dtype, b.dtype, out.dtype, schedule, 132, a_major="MN" if how[0] == "MN" else "K",
+                     b_major="MN" if how[1] == "MN" else "K")
+        return fake(a, b, schedule, out=out, **kwargs)
+
+    monkeypatch.setattr(fake_gpu.tilelang.module, "matmul", as_the_launcher)
+    M, N, K = 256, 5120, 4096
+    a = random_operand((M, K), torch.bfloat16)
+    padded = random_operand((K, N + 8), torch.bfloat16)[:, :N]
+    tlgemm.matmul(a, padded)
+    assert not fake_gpu.tilelang.calls[-1][3].has_pow2_block_n
+    tlgemm.matmul(a, random_operand((K, N), torch.bfloat16))
+    assert fake_gpu.tilelang.calls[-1][3].has_pow2_block_n

@@ -33,6 +33,14 @@ SCRIPT = textwrap.dedent(r"""
     b = random_operand((64, 24), torch.float16, generator=g)
     assert_gemm_close(tlgemm.matmul(a, b), reference_gemm(a, b), torch.float16, what="strided a (copied)")
 
+    # torch's negative bit (z.conj().imag, torch._neg_view): the memory holds the values' negatives
+    a = random_operand((32, 64), torch.float32, generator=g)
+    nb = torch.randn(64, 8, dtype=torch.complex64, generator=g).conj().imag
+    assert nb.is_neg()
+    assert_gemm_close(tlgemm.matmul(a, nb), reference_gemm(a, nb), torch.float32, what="b with the negative bit")
+    na = torch._neg_view(a)
+    assert_gemm_close(tlgemm.matmul(na, nb), reference_gemm(na, nb), torch.float32, what="negated a and b")
+
     a, b = operands(48, 40, 64, torch.float32, "nt")
     for bias in (torch.randn(40, generator=g), torch.randn((), generator=g), torch.randn(48, 40, generator=g),
                  torch.randn(48, 1, generator=g)):

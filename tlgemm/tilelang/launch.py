@@ -52,8 +52,8 @@ import torch
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import SCALE_BLOCK as _SCALE_BLOCK
-from tlgemm._checks import (blockscaled_problem, check_int32_walk, check_out_reads, cuda_limits, output_dtype, padded,
-                             remember, signature, stream_workspace, vector)
+from tlgemm._checks import (blockscaled_problem, check_int32_walk, check_not_negated, check_out_reads, cuda_limits,
+                             output_dtype, padded, remember, signature, stream_workspace, vector)
 from tlgemm._checks import padded_copy as _k_major_copy
 from tlgemm import schedules
 from tlgemm.macros.operands import Major
@@ -84,6 +84,7 @@ def _check_tensor(name, t, ndim):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     if t.dim() != ndim:
         raise ValueError(f"{name}: expected a {ndim}-D tensor, got shape {tuple(t.shape)}")
+    check_not_negated(name, t)
     if t.numel() >= _INT32_INDEX:
         raise ValueError(f"{name}: {t.numel()} elements; the TileLang kernels index in int32 (< 2**31)")
 

@@ -51,7 +51,8 @@ from triton.runtime.errors import OutOfResources, PTXASError
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import (SCALE_BLOCK, blockscaled_problem, by_signature, check_int32_walk, check_no_overlap,
-                             check_out_reads, cuda_limits, output_dtype, padded, padded_copy, stream_workspace, vector)
+                             check_not_negated, check_out_reads, cuda_limits, output_dtype, padded, padded_copy,
+                             stream_workspace, vector)
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, persistent_programs, resolve_num_sms
 
 from .kernels import (
@@ -145,6 +146,7 @@ def _check_tensor(name, t, ndim=None):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     if ndim is not None and t.dim() != ndim:
         raise ValueError(f"{name}: expected a {ndim}-D tensor, got shape {tuple(t.shape)}")
+    check_not_negated(name, t)
     span = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1
     if t.numel() and span >= _INT32_INDEX:
         raise ValueError(f"{name}: spans {span} elements; the Triton kernels index in int32 (< 2**31)")
