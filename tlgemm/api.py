@@ -843,6 +843,9 @@ def _op_dtype(out, out_dtype, backend, reads):
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"out: expected a torch.Tensor, got {type(out).__name__}")
     _check_dense("out", out)
+    for name, t in reads:  # a sparse input has no storage for check_out_reads to compare
+        if isinstance(t, torch.Tensor):
+            _check_dense(name, t)
     if not torch.compiler.is_compiling():  # storage pointers are not traceable; the op is functional there
         check_out_reads(out, reads)
     if out_dtype is not None and out.dtype != out_dtype:

@@ -91,12 +91,14 @@ def _scaled_mm_fake(a, b, scale_a, scale_b, bias=None, out_dtype=None, backend="
 def _grad_operand(name: str, a: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(g, unit): the incoming gradient in a's dtype, divided by ``unit`` (a power of two, exact)
     where a wider gradient may not fit it: a float32 gradient (out_dtype=float32) of float16
-    inputs beyond float16's 65504 would become inf. unit None: g is the gradient itself."""
+    inputs beyond float16's 65504 would become inf. unit None: g is the gradient itself. unit is
+    set by the finite entries, so a NaN or inf spoils only the products it enters, as in torch."""
     if a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise RuntimeError(f"tlgemm.{name}: no gradient for {a.dtype} inputs (float32/float16/bfloat16 only)")
     if a.dtype != torch.float16 or grad.dtype == torch.float16:
         return grad.to(a.dtype), None
-    amax = grad.detach().abs().amax().float()
+    magnitude = grad.detach().abs()
+    amax = magnitude.masked_fill(~magnitude.isfinite(), 0).amax().float()
     unit = torch.exp2(torch.ceil(torch.log2(amax / 2.0**14))).clamp(min=1.0)
     return (grad / unit).to(a.dtype), unit
 

@@ -25,6 +25,28 @@ def test_a_float32_gradient_of_float16_inputs_beyond_float16s_range(fake_gpu):
     torch.testing.assert_close(a.grad.double(), want, rtol=2e-3, atol=0)
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_non_finite_gradient_entry_spoils_only_its_products(fake_gpu, bad):
+    """The rescaling unit of a float32 gradient of float16 inputs comes from its finite entries:
+    one NaN or inf set it to NaN or inf, and every entry of both gradients was lost. As in
+    torch's float64 autograd, only a's gradient row and b's gradient column of that entry are
+    non-finite; the rest matches it."""
+    g = torch.Generator().manual_seed(7)
+    a = random_operand((8, 32), F16, generator=g).requires_grad_()
+    b = random_operand((32, 16), F16, generator=g).requires_grad_()
+    grad = random_operand((8, 16), torch.float32, generator=g) * 1e3
+    grad[2, 5] = bad
+    tlgemm.matmul(a, b, out_dtype=torch.float32).backward(grad)
+    want_a = grad.double() @ b.detach().double().t()
+    want_b = a.detach().double().t() @ grad.double()
+    for got, want in ((a.grad, want_a), (b.grad, want_b)):
+        assert torch.equal(got.isfinite(), want.isfinite())
+        finite = want.isfinite()
+        assert finite.sum() > 0
+        err = ((got.double()[finite] - want[finite]).norm() / want[finite].norm()).item()
+        assert err < 2e-3, err
+
+
 def test_addmm_alpha_scales_the_backward_product_not_the_gradient(fake_gpu):
     """alpha applied to the float16 gradient before the product put it among float16's
     subnormals (g · 1e-6 keeps about 4 bits) though the gradient itself is a normal float16."""
@@ -66,6 +88,7 @@ def test_the_op_path_names_bad_arguments(fake_gpu, kwargs, error, message):
 @pytest.mark.parametrize("call", [
     lambda a, b: tlgemm.matmul(a.to_sparse(), b),
     lambda a, b: tlgemm.matmul(a, b.to_sparse_csr()),
+    lambda a, b: tlgemm.matmul(a.to_sparse().requires_grad_(), b, out=torch.empty(8, 16)),
     lambda a, b: tlgemm.addmm(torch.ones(16).to_sparse(), a, b),
     lambda a, b: tlgemm.scaled_mm(a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn), torch.ones(1).to_sparse(),
                                   torch.ones(1)),
