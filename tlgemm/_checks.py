@@ -231,6 +231,28 @@ def stream_workspace(device, key: tuple, build, *args) -> tuple[torch.Tensor, ..
 #: 112 bytes off a line ran 1.4-2.0x slower on the H100 (benchmarks/results/unaligned_rows.md).
 PITCH = 128
 
+#: The widest vector load (16 bytes: ld.global.v4.b32, cp.async.cg), the unit of the Triton
+#: kernels' aligned loads.
+VECTOR_BYTES = 16
+
+
+def loads_as_vectors(t: torch.Tensor) -> bool:
+    """Whether the Triton kernels can load ``t`` [.., rows, cols] as 16-byte vectors along a unit-stride
+    dimension: its data 16-byte aligned, its rows along that dimension and (batched) its
+    matrices 16-byte multiples apart (a matrix with neither stride 1 is read as it is,
+    element by element)."""
+    rs, cs = t.stride()[-2:]
+    rows, cols = t.shape[-2:]
+    if t.dim() == 3 and t.shape[0] > 1 and (t.stride(0) * t.element_size()) % VECTOR_BYTES:
+        return False
+    if cs == 1 and cols > 1:
+        pitch = rs if rows > 1 else 0
+    elif rs == 1 and rows > 1:
+        pitch = cs if cols > 1 else 0
+    else:
+        return True
+    return t.data_ptr() % VECTOR_BYTES == 0 and (pitch * t.element_size()) % VECTOR_BYTES == 0
+
 
 def padded(extent: int, size: int) -> int:
     """``extent`` elements of ``size`` bytes rounded up to a whole ``PITCH``."""

@@ -75,8 +75,8 @@ import torch
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import (SCALE_BLOCK, check_no_overlap, check_not_negated, check_out_reads, matmul_uses_tf32,
-                            may_share_memory, remember, signature)
+from tlgemm._checks import (SCALE_BLOCK, check_no_overlap, check_not_negated, check_out_reads, loads_as_vectors,
+                            matmul_uses_tf32, may_share_memory, remember, signature)
 from tlgemm.schedules import AutotuneCache, Schedule, Selection, cdiv, m_bucket, num_programs, select
 
 __all__ = ["matmul", "addmm", "bmm", "scaled_mm", "explain", "autotune", "Explanation", "AutotuneResult",
@@ -570,13 +570,6 @@ def _read_once_notes(M: int, N: int, schedule: Schedule) -> list[str]:
             "the L2 evict_first hint" for name, once in (("a", a_once), ("b", b_once)) if once]
 
 
-def _triton_loads_as_vectors(t: torch.Tensor) -> bool:
-    """The Triton launcher's rule for reading an operand as it is (``loads_as_vectors``)."""
-    from tlgemm.triton.launch import loads_as_vectors
-
-    return loads_as_vectors(t)
-
-
 def _tilelang_layout(name: str, t: torch.Tensor, K: int) -> tuple[str, str]:
     """What tlgemm.tilelang's launcher does with operand ``name`` (its documented copy rule),
     and the major order ("K" or "MN") the kernel then reads; a batched operand must also be
@@ -668,7 +661,7 @@ def _plan_key(op, rows, N, K, a, b, out_dtype, backend, schedule, tf32) -> tuple
     K-major; the Triton kernel's shared memory depends on the order it reads)."""
     return (op, m_bucket(rows), N, K, a.dtype, b.dtype, out_dtype, a.device, backend, schedule, tf32, _layout(a),
             _layout(b), a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, _tilelang_layout("b", b, K)[1],
-            _triton_loads_as_vectors(a), _triton_loads_as_vectors(b))
+            loads_as_vectors(a), loads_as_vectors(b))
 
 
 def _first_launch(plan: _Plan, a, b, out, scale_a, scale_b, bias) -> _Plan:
@@ -1067,7 +1060,7 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
                          "launcher with K zero-padded to whole 128-byte rows (rows of K that are no 16-byte multiple "
                          "load without vectors)")
                 major = "K"
-            elif plan.backend == "triton" and why is None and not _triton_loads_as_vectors(t):
+            elif plan.backend == "triton" and why is None and not loads_as_vectors(t):
                 state = (f"{order}-major, copied K-major by the Triton launcher (its rows along the unit stride "
                          "are no 16-byte multiple, or its data is not 16-byte aligned: they would load without "
                          "vectors)")

@@ -50,9 +50,9 @@ from triton.runtime.errors import OutOfResources, PTXASError
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import (SCALE_BLOCK, blockscaled_problem, by_signature, check_int32_walk, check_no_overlap,
-                             check_not_negated, check_out_reads, cuda_limits, output_dtype, padded, padded_copy,
-                             stream_workspace, vector)
+from tlgemm._checks import (SCALE_BLOCK, VECTOR_BYTES, blockscaled_problem, by_signature, check_int32_walk,
+                             check_no_overlap, check_not_negated, check_out_reads, cuda_limits, loads_as_vectors,
+                             output_dtype, padded, padded_copy, stream_workspace, vector)
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, persistent_programs, resolve_num_sms
 
 from .kernels import (
@@ -234,27 +234,6 @@ class _Plan:
 #: Validated GEMM plans per call signature (bounded: ``tlgemm._checks.remember``).
 _PLANS: dict = {}
 
-_VECTOR_BYTES = 16
-
-
-def loads_as_vectors(t: torch.Tensor) -> bool:
-    """Whether the kernels can load ``t`` [.., rows, cols] as 16-byte vectors along a unit-stride
-    dimension: its data 16-byte aligned, its rows along that dimension and (batched) its
-    matrices 16-byte multiples apart (a matrix with neither stride 1 is read as it is,
-    element by element)."""
-    rs, cs = t.stride()[-2:]
-    rows, cols = t.shape[-2:]
-    if t.dim() == 3 and t.shape[0] > 1 and (t.stride(0) * t.element_size()) % _VECTOR_BYTES:
-        return False
-    if cs == 1 and cols > 1:
-        pitch = rs if rows > 1 else 0
-    elif rs == 1 and rows > 1:
-        pitch = cs if cols > 1 else 0
-    else:
-        return True
-    return t.data_ptr() % _VECTOR_BYTES == 0 and (pitch * t.element_size()) % _VECTOR_BYTES == 0
-
-
 @functools.lru_cache(maxsize=None)
 def _ones(device: torch.device) -> torch.Tensor:
     """The float32 scale 1.0 passed for a missing scale_a or scale_b (read only)."""
@@ -299,7 +278,7 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
     if bias is not None:
         _, bias_stride = _vector("bias", bias, (N,), _FLOAT_OUT, device)
     check_shared_memory(schedule, a.dtype, b.dtype, shared_memory_limit(device))
-    K_run = padded(K, a.element_size()) if (K * a.element_size()) % _VECTOR_BYTES else K
+    K_run = padded(K, a.element_size()) if (K * a.element_size()) % VECTOR_BYTES else K
     check_int32_walk(schedule, M, N, K_run)
     P = 0
     if batch and M and N:
