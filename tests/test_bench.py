@@ -427,6 +427,37 @@ def test_markdown_json_round_trip(tmp_path, capsys):
     assert "geomean ratio to cuBLAS" in out and f"wrote {md}" in out
 
 
+def test_the_header_gives_the_clocks_after_the_run_and_the_dropped_shapes():
+    """The start clocks are read before any GPU work (idle, e.g. 345 MHz): the header also gives
+    those read after the last case, and the shapes plan_cases dropped, which only stdout had."""
+    run = _synthetic_run()
+    text = bench.markdown([run])
+    assert "after the last case" not in text and "Not measured:" not in text
+    run["environment"]["clocks_end"] = {"clocks.sm": "1635 MHz", "power.draw": "330.12 W"}
+    _, notes = bench.plan_cases([], ["fp8-block"], [(128, 256, 200)])
+    run["dropped"] = notes
+    text = bench.markdown([run])
+    assert "before the run: SM clock 1980 MHz (max 1980 MHz)" in text
+    assert "after the last case: SM clock 1635 MHz, power draw 330.12 W" in text
+    assert "- Not measured: custom 128x256x200: fp8-block needs K a multiple of 128; dropped" in text
+
+
+def test_the_commit_is_marked_dirty_where_tracked_files_changed(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run(git + ["init", "-q"], check=True)
+    (repo / "f.py").write_text("x = 1\n")
+    subprocess.run(git + ["add", "f.py"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
+    monkeypatch.setattr(bench, "__file__", str(repo / "f.py"))
+    head = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    (repo / "untracked.py").write_text("")
+    assert bench._git_commit() == head
+    (repo / "f.py").write_text("x = 2\n")
+    assert bench._git_commit() == head + "+dirty"
+
+
 def test_from_json_merges_runs_and_rejects_other_files(tmp_path, capsys):
     first, second = _synthetic_run(), _synthetic_run()
     second["rows"] = second["rows"][:1]

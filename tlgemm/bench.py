@@ -975,14 +975,20 @@ def _version(module: str) -> str:
 
 
 def _git_commit() -> str | None:
+    """HEAD of the checkout tlgemm runs from, "+dirty" where tracked files differ from it (the
+    code measured is then not that commit's)."""
+    here = pathlib.Path(__file__).resolve().parent
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
-                             cwd=pathlib.Path(__file__).resolve().parent)
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
+                              cwd=here)
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                 text=True, timeout=30, cwd=here)
     except (OSError, subprocess.SubprocessError):
         return None
-    if out.returncode != 0:
+    if head.returncode != 0 or not head.stdout.strip():
         return None
-    return out.stdout.strip() or None
+    dirty = "+dirty" if changed.returncode != 0 or changed.stdout.strip() else ""
+    return head.stdout.strip() + dirty
 
 
 def environment(dev: Device, command: str) -> dict:
@@ -1108,11 +1114,15 @@ def summary_text(rows: Sequence[dict]) -> str:
 
 def _md_env(run: dict) -> list[str]:
     env, opts, peaks = run["environment"], run["options"], run.get("peaks") or {}
-    clocks = env.get("clocks_start") or {}
+    clocks, end = env.get("clocks_start") or {}, env.get("clocks_end") or {}
     v = env["versions"]
-    clock_text = (f"; SM clock {clocks.get('clocks.sm')} (max {clocks.get('clocks.max.sm')}), memory clock "
-                  f"{clocks.get('clocks.mem')}, power limit {clocks.get('power.limit')}, driver "
-                  f"{clocks.get('driver_version')}") if clocks else "; clocks not available (no nvidia-smi)"
+    clock_text = "; clocks not available (no nvidia-smi)"
+    if clocks:
+        clock_text = (f"; {'before the run: ' if end else ''}SM clock {clocks.get('clocks.sm')} (max "
+                      f"{clocks.get('clocks.max.sm')}), memory clock {clocks.get('clocks.mem')}, power limit "
+                      f"{clocks.get('power.limit')}, driver {clocks.get('driver_version')}")
+    if clocks and end:
+        clock_text += f"; after the last case: SM clock {end.get('clocks.sm')}, power draw {end.get('power.draw')}"
     commit = f" ({v['tlgemm_commit']})" if v.get("tlgemm_commit") else ""
     lines = [f"- Command: `{env['command']}`",
              f"- GPU: {env['gpu']} (sm_{env['capability'].replace('.', '')}, {env['num_sms']} SMs, "
@@ -1135,6 +1145,7 @@ def _md_env(run: dict) -> list[str]:
         lines.append(f"- **{skipped} cases not run**: the --budget of {opts['budget_s']} s ran out")
     if run.get("aborted"):
         lines.append(f"- **Run aborted**: {run['aborted']}")
+    lines += [f"- Not measured: {note}" for note in run.get("dropped", [])]
     return lines
 
 
@@ -1520,7 +1531,7 @@ def measure(args, cases: Sequence[Case], notes: Sequence[str], command: str) -> 
                           "input_sets": args.input_sets or "auto (4x L2, 2 to 8)", "budget_s": args.budget,
                           "reduced": reduced, **timing},
               "implementations": {i.key: {"label": i.label, "unavailable": i.unavailable} for i in impls},
-              "peaks": None, "rows": [], "skipped": 0, "aborted": None}
+              "peaks": None, "rows": [], "skipped": 0, "aborted": None, "dropped": list(notes)}
     print(f"{dev.name}: {len(cases)} cases x {len(impls)} implementations; measuring cuBLAS peaks and bandwidth")
     record["peaks"] = measure_peaks(list(_unique(DTYPES[c.dtype].peak for c in cases)), dev, **timing)
     if args.compile_workers > 0:
