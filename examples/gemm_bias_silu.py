@@ -50,6 +50,16 @@ DTYPES = {"bf16": ("bf16", "bfloat16"), "fp16": ("f16", "float16")}
 PASS_CONFIGS = {"tl.disable_warp_specialized": True}
 
 
+def check_problem(M, N, K, dtype, block_m=128, block_n=256, block_k=64) -> None:
+    """ValueError unless ``dtype`` is one of DTYPES and M, N, K are positive multiples of their
+    blocks (this example has no ragged edges)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype: {dtype!r} is not one of {sorted(DTYPES)}")
+    for name, extent, block in (("M", M, block_m), ("N", N, block_n), ("K", K, block_k)):
+        if not isinstance(extent, int) or extent <= 0 or extent % block:
+            raise ValueError(f"{name}: {extent!r} must be a positive multiple of the block ({block})")
+
+
 def gemm_bias_silu(M: int, N: int, K: int, dtype: str = "bf16", *, block_m: int = 128,
                    block_n: int = 256, block_k: int = 64, warpgroups_m: int = 2, num_stages: int = 3):
     """The prim_func for C = silu(A @ W^T + bias); the emitter is attached as ``func.emitter``.
@@ -58,11 +68,7 @@ def gemm_bias_silu(M: int, N: int, K: int, dtype: str = "bf16", *, block_m: int 
     all of ``dtype`` ("bf16" or "fp16"), accumulation in fp32. Each thread block computes a
     block_m x block_n tile of C with ``warpgroups_m`` warpgroups stacked along M.
     """
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype: {dtype!r} is not one of {sorted(DTYPES)}")
-    for name, extent, block in (("M", M, block_m), ("N", N, block_n), ("K", K, block_k)):
-        if not isinstance(extent, int) or extent <= 0 or extent % block:
-            raise ValueError(f"{name}: {extent!r} must be a positive multiple of the block ({block})")
+    check_problem(M, N, K, dtype, block_m, block_n, block_k)
     wgmma_type, dt = DTYPES[dtype]
     accum = "float32"
 
@@ -169,6 +175,10 @@ def main(argv=None) -> int:
     p.add_argument("--emit", choices=["cuda"], help="print the generated source instead of running")
     args = p.parse_args(argv)
 
+    try:
+        check_problem(args.m, args.n, args.k, args.dtype)
+    except ValueError as e:
+        p.error(str(e))
     if args.emit == "cuda":
         print(cuda_source(args.m, args.n, args.k, args.dtype))
         return 0

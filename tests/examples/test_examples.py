@@ -71,6 +71,13 @@ def test_gemm_bias_silu_cli_without_a_gpu_says_so(gemm_bias_silu, capsys):
     assert "needs an sm_90 GPU (H100/H200), found no CUDA device; --emit cuda" in capsys.readouterr().err
 
 
+def test_gemm_bias_silu_cli_names_a_ragged_shape(gemm_bias_silu, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        gemm_bias_silu.main(["--emit", "cuda", "--m", "100"])
+    assert exit_.value.code == 2
+    assert "error: M: 100 must be a positive multiple of the block (128)" in capsys.readouterr().err
+
+
 def test_gemm_bias_silu_emit_cuda_cli(gemm_bias_silu, capsys):
     assert gemm_bias_silu.main(["--emit", "cuda", "--m", "128", "--n", "256", "--k", "64"]) == 0
     assert "tl::wgmma_ss<" in capsys.readouterr().out
