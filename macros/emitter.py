@@ -350,9 +350,6 @@ class WGMMAEmitter:
         """Shared-memory layout of B ([block_n, block_k] K-major, [block_k, block_n] MN-major)."""
         return operand_layout(self.b_params)
 
-    def _warpgroup(self, i, j):
-        return (i // self.wg_m) * self.warpgroups_n + j // self.wg_n
-
     def accum_layout(self, waves: int = 1) -> Fragment:
         """T.Fragment of the [block_m, block_n] accumulator (PTX ISA "Register Fragments", D).
 
