@@ -752,6 +752,13 @@ def _addmm_eager(bias, a, b, alpha=1.0, beta=1.0, out=None, out_dtype=None, back
         kernel_bias = bias.reshape(1).expand(N) if route == "scalar" else bias.reshape(N)
         if beta != 1:  # scaled in float32: beta·bias may overflow (or round in) the bias's own dtype
             kernel_bias = kernel_bias.float() * beta
+    result_dtype = _result_dtype("addmm", a.dtype, b.dtype, out_dtype)
+    if after is not None and result_dtype != torch.float32:
+        # added in float32 and rounded once, as torch.addmm: alpha·(a @ b) rounded to a 16-bit dtype first
+        # may overflow where the sum fits
+        wide = _gemm("addmm", a, b, M, N, K, 1, None, torch.float32, backend, schedule, scale_a=scale_a)
+        wide.add_(after, alpha=beta)
+        return wide.to(result_dtype) if out is None else out.copy_(wide)
     result = _gemm("addmm", a, b, M, N, K, 1, out, out_dtype, backend, schedule, scale_a=scale_a, bias=kernel_bias)
     return result if after is None else result.add_(after, alpha=beta)
 
@@ -885,8 +892,9 @@ def addmm(bias, a, b, *, alpha=1, beta=1, out=None, out_dtype=None, backend="aut
 
     bias broadcasts to [M, N]: an [N] or [1, N] bias and alpha (a per-tensor scale) go into the
     kernel's epilogue (beta != 1 costs one [N] multiply, bias · beta, per call); a one-element
-    bias is expanded to [N] first; any other shape ([M, 1], [M, N]) is added after the kernel,
-    in the output dtype (one extra pass over the output: out += beta · bias). beta = 0 ignores
+    bias is expanded to [N] first; any other shape ([M, 1], [M, N]) is added after the kernel in
+    float32, then rounded once to the output dtype, as torch.addmm does (a 16-bit output takes a
+    float32 [M, N] temporary from the kernel and two more passes over it). beta = 0 ignores
     bias (NaNs included), as torch does. out may be bias itself (torch.addmm(c, a, b, out=c)):
     a bias that shares memory with out is copied first; out must not share memory with a or b."""
     for name, value in (("alpha", alpha), ("beta", beta)):
@@ -1018,7 +1026,8 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
         epilogue = "alpha as a per-tensor scale; " + {
             "scalar": "the one-element bias expanded to [N], added in the epilogue",
             "vector": "bias [N] added in the epilogue",
-            "full": f"the {list(bias.shape)} bias added after the kernel (one extra pass over the output)"}[route]
+            "full": f"the {list(bias.shape)} bias added after the kernel, in float32 (a float32 temporary from the "
+                    "kernel where the output is 16-bit)"}[route]
     else:
         op = "bmm" if ndim == 3 else "matmul"
     dims = f"B={batch} M={M} N={N} K={K}" if ndim == 3 else f"M={M} N={N} K={K}"

@@ -95,7 +95,7 @@ def _grad_operand(name: str, a: torch.Tensor, grad: torch.Tensor) -> tuple[torch
     set by the finite entries, so a NaN or inf spoils only the products it enters, as in torch."""
     if a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise RuntimeError(f"tlgemm.{name}: no gradient for {a.dtype} inputs (float32/float16/bfloat16 only)")
-    if a.dtype != torch.float16 or grad.dtype == torch.float16:
+    if a.dtype != torch.float16 or grad.dtype == torch.float16 or grad.numel() == 0:
         return grad.to(a.dtype), None
     magnitude = grad.detach().abs()
     amax = magnitude.masked_fill(~magnitude.isfinite(), 0).amax().float()

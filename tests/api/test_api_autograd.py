@@ -47,6 +47,16 @@ def test_a_non_finite_gradient_entry_spoils_only_its_products(fake_gpu, bad):
         assert err < 2e-3, err
 
 
+@pytest.mark.parametrize("M, N", [(0, 8), (4, 0)])
+def test_an_empty_result_has_zero_gradients(fake_gpu, M, N):
+    """The float16 rescaling took the amax of the empty gradient and raised; torch gives zeros."""
+    a = torch.randn(M, 16, dtype=F16, requires_grad=True)
+    b = torch.randn(16, N, dtype=F16, requires_grad=True)
+    tlgemm.matmul(a, b, out_dtype=torch.float32).sum().backward()
+    assert a.grad.shape == a.shape and b.grad.shape == b.shape
+    assert not a.grad.any() and not b.grad.any()
+
+
 def test_addmm_alpha_scales_the_backward_product_not_the_gradient(fake_gpu):
     """alpha applied to the float16 gradient before the product put it among float16's
     subnormals (g · 1e-6 keeps about 4 bits) though the gradient itself is a normal float16."""

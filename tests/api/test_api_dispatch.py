@@ -8,7 +8,7 @@ import torch
 import tlgemm
 from tlgemm import api
 from tlgemm.schedules import AutotuneCache, Schedule
-from tlgemm.testing import assert_gemm_close, random_operand, reference_gemm
+from tlgemm.testing import assert_gemm_close, poisoned, random_operand, reference_gemm
 
 E4M3 = torch.float8_e4m3fn
 
@@ -218,6 +218,22 @@ def test_addmm_into_its_own_bias(fake_gpu, generator):
     result = tlgemm.addmm(bias, a, b, alpha=0.5, beta=2.0, out=out)
     assert result is out
     assert_gemm_close(out, expected, torch.float32)
+
+
+@pytest.mark.parametrize("bias_shape", [(4, 8), (4, 1)])
+@pytest.mark.parametrize("given_out", [False, True])
+def test_addmm_adds_a_full_bias_in_float32(fake_gpu, bias_shape, given_out):
+    """A bias added after the kernel ([M, N], [M, 1]) is added to a float32 product and the sum
+    rounded once, as torch.addmm: the product -80000 rounded to float16 first was -inf, though
+    the result -40000 fits."""
+    a = torch.ones(4, 16, dtype=torch.float16)
+    b = torch.full((16, 8), -5000.0, dtype=torch.float16)
+    bias = torch.full(bias_shape, 40000.0, dtype=torch.float16)
+    out = poisoned((4, 8), torch.float16, "cpu") if given_out else None
+    result = tlgemm.addmm(bias, a, b, alpha=1.0, beta=1.0, out=out)
+    assert result.dtype == torch.float16 and (result is out or not given_out)
+    assert torch.equal(result, torch.addmm(bias, a, b))
+    assert torch.equal(result, torch.full((4, 8), -40000.0, dtype=torch.float16))
 
 
 def test_repeat_launch_is_not_taken_for_an_out_sharing_an_input(fake_gpu, monkeypatch, generator):
