@@ -752,13 +752,12 @@ def _addmm_eager(bias, a, b, alpha=1.0, beta=1.0, out=None, out_dtype=None, back
         kernel_bias = bias.reshape(1).expand(N) if route == "scalar" else bias.reshape(N)
         if beta != 1:  # scaled in float32: beta·bias may overflow (or round in) the bias's own dtype
             kernel_bias = kernel_bias.float() * beta
-    result_dtype = _result_dtype("addmm", a.dtype, b.dtype, out_dtype)
-    if after is not None and result_dtype != torch.float32:
-        # added in float32 and rounded once, as torch.addmm: alpha·(a @ b) rounded to a 16-bit dtype first
-        # may overflow where the sum fits
+    if after is not None and _result_dtype("addmm", a.dtype, b.dtype, out_dtype) == torch.float16:
+        # float16 ends at 65504: alpha·(a @ b) rounded to it first may overflow where the sum fits, so the sum is
+        # taken in float32 and rounded once, as torch.addmm does (bfloat16 has float32's range)
         wide = _gemm("addmm", a, b, M, N, K, 1, None, torch.float32, backend, schedule, scale_a=scale_a)
-        wide.add_(after, alpha=beta)
-        return wide.to(result_dtype) if out is None else out.copy_(wide)
+        out = torch.empty((M, N), dtype=torch.float16, device=a.device) if out is None else out
+        return torch.add(wide, after, alpha=beta, out=out)
     result = _gemm("addmm", a, b, M, N, K, 1, out, out_dtype, backend, schedule, scale_a=scale_a, bias=kernel_bias)
     return result if after is None else result.add_(after, alpha=beta)
 
@@ -892,9 +891,11 @@ def addmm(bias, a, b, *, alpha=1, beta=1, out=None, out_dtype=None, backend="aut
 
     bias broadcasts to [M, N]: an [N] or [1, N] bias and alpha (a per-tensor scale) go into the
     kernel's epilogue (beta != 1 costs one [N] multiply, bias · beta, per call); a one-element
-    bias is expanded to [N] first; any other shape ([M, 1], [M, N]) is added after the kernel in
-    float32, then rounded once to the output dtype, as torch.addmm does (a 16-bit output takes a
-    float32 [M, N] temporary from the kernel and two more passes over it). beta = 0 ignores
+    bias is expanded to [N] first; any other shape ([M, 1], [M, N]) is added after the kernel, in
+    the output dtype (one extra pass over the output: out += beta · bias), except for a float16
+    output: there the kernel writes a float32 temporary and the sum is rounded once, as torch.addmm
+    does, since alpha · (a @ b) rounded to float16 first may overflow where the sum fits (the
+    temporary costs 4 more bytes an element of traffic). beta = 0 ignores
     bias (NaNs included), as torch does. out may be bias itself (torch.addmm(c, a, b, out=c)):
     a bias that shares memory with out is copied first; out must not share memory with a or b."""
     for name, value in (("alpha", alpha), ("beta", beta)):
@@ -1026,8 +1027,8 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
         epilogue = "alpha as a per-tensor scale; " + {
             "scalar": "the one-element bias expanded to [N], added in the epilogue",
             "vector": "bias [N] added in the epilogue",
-            "full": f"the {list(bias.shape)} bias added after the kernel, in float32 (a float32 temporary from the "
-                    "kernel where the output is 16-bit)"}[route]
+            "full": f"the {list(bias.shape)} bias added after the kernel (one extra pass over the output; to a "
+                    "float32 temporary the kernel writes, where the output is float16)"}[route]
     else:
         op = "bmm" if ndim == 3 else "matmul"
     dims = f"B={batch} M={M} N={N} K={K}" if ndim == 3 else f"M={M} N={N} K={K}"
@@ -1039,11 +1040,14 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
                            ("M, N, K or the batch is 0",), None)
     tf32 = a.dtype == torch.float32 and matmul_uses_tf32()
     info: dict = {}
-    plan = _make_plan(op, batch * M, N, K, a.dtype, b.dtype, out_dtype, a.device, backend, schedule, tf32,
+    result_dtype = _result_dtype(op, a.dtype, b.dtype, out_dtype)
+    wide = op == "addmm" and route == "full" and result_dtype == torch.float16  # as _addmm_eager runs it
+    kernel_out = torch.float32 if wide else out_dtype
+    plan = _make_plan(op, batch * M, N, K, a.dtype, b.dtype, kernel_out, a.device, backend, schedule, tf32,
                       target=target, info=info, layout=_call_layout(a, b),
                       b_k_major=_tilelang_layout("b", b, K)[1] == "K")
     reasons = [f"backend {plan.backend}: {info['backend']}", f"schedule: {info['schedule']}"]
-    key = _plan_key(op, batch * M, N, K, a, b, out_dtype, backend, schedule, tf32)
+    key = _plan_key(op, batch * M, N, K, a, b, kernel_out, backend, schedule, tf32)
     ran = None if target.analysis else _PLANS.get(key)
     if ran is not None and ran.schedule != plan.schedule:
         plan = ran
@@ -1090,7 +1094,7 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
             shared = "B" if s.raster == "m" else "A"
             family += f" in clusters of {s.cluster_m} (TMA multicast of {shared} where a pair's tiles share it)"
     kernel = f"tlgemm.{plan.backend}.{_KERNEL[op]}: {family}; epilogue: {epilogue}"
-    problem = f"{dims}, {_name(a.dtype)} @ {_name(b.dtype)} -> {_name(plan.out_dtype)}"
+    problem = f"{dims}, {_name(a.dtype)} @ {_name(b.dtype)} -> {_name(result_dtype)}"
     return Explanation(_PUBLIC[op], problem, target, plan.backend, s, kernel,
                        _instruction(plan, a.dtype, b.dtype, majors[0], majors[1], tf32), tuple(reasons),
                        info.get("selection"))

@@ -223,9 +223,9 @@ def test_addmm_into_its_own_bias(fake_gpu, generator):
 @pytest.mark.parametrize("bias_shape", [(4, 8), (4, 1)])
 @pytest.mark.parametrize("given_out", [False, True])
 def test_addmm_adds_a_full_bias_in_float32(fake_gpu, bias_shape, given_out):
-    """A bias added after the kernel ([M, N], [M, 1]) is added to a float32 product and the sum
-    rounded once, as torch.addmm: the product -80000 rounded to float16 first was -inf, though
-    the result -40000 fits."""
+    """A bias added after the kernel ([M, N], [M, 1]) to a float16 output is added to a float32
+    product and the sum rounded once, as torch.addmm: the product -80000 rounded to float16
+    first was -inf, though the result -40000 fits."""
     a = torch.ones(4, 16, dtype=torch.float16)
     b = torch.full((16, 8), -5000.0, dtype=torch.float16)
     bias = torch.full(bias_shape, 40000.0, dtype=torch.float16)
@@ -234,6 +234,20 @@ def test_addmm_adds_a_full_bias_in_float32(fake_gpu, bias_shape, given_out):
     assert result.dtype == torch.float16 and (result is out or not given_out)
     assert torch.equal(result, torch.addmm(bias, a, b))
     assert torch.equal(result, torch.full((4, 8), -40000.0, dtype=torch.float16))
+
+
+def test_explain_gives_the_float32_kernel_a_float16_full_bias_runs(fake_gpu):
+    """At 512x4096x7168 select() gives a float32 output one stage fewer than a float16 one
+    (the epilogue's staging); explain names the kernel addmm runs with an [M, N] bias."""
+    a = torch.empty(512, 7168, dtype=torch.float16)
+    b = torch.empty(7168, 4096, dtype=torch.float16)
+    full = tlgemm.explain(a, b, bias=torch.empty(512, 4096, dtype=torch.float16))
+    assert full.schedule == tlgemm.explain(a, b, out_dtype=torch.float32).schedule
+    assert full.schedule != tlgemm.explain(a, b).schedule
+    assert full.schedule == tlgemm.explain(a, b, bias=torch.empty(512, 4096), out_dtype=torch.float32).schedule
+    assert full.problem.endswith("-> float16")
+    assert tlgemm.explain(a.bfloat16(), b.bfloat16(), bias=torch.empty(512, 4096)).schedule == \
+        tlgemm.explain(a.bfloat16(), b.bfloat16()).schedule
 
 
 def test_repeat_launch_is_not_taken_for_an_out_sharing_an_input(fake_gpu, monkeypatch, generator):
