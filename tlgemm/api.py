@@ -1057,6 +1057,10 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
         reasons.append(f"the tensors are on {a.device}: analysed for {target.name} ({target.arch})")
     if tf32:
         reasons.append("float32 inputs computed in TF32 (torch.backends.cuda.matmul.fp32_precision)")
+    negated = [name for name, t in (("a", a), ("b", b)) if t.is_neg()]
+    if negated:
+        reasons.append(f"{' and '.join(negated)}: torch's negative bit (a lazily negated view) is resolved into a "
+                       "copy (t.resolve_neg()) before the launch")
     majors = []
     for name, t in (("a", a), ("b", b)):
         if plan.backend == "tilelang":

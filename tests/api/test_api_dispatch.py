@@ -250,6 +250,15 @@ def test_explain_gives_the_float32_kernel_a_float16_full_bias_runs(fake_gpu):
         tlgemm.explain(a.bfloat16(), b.bfloat16()).schedule
 
 
+def test_explain_names_the_copy_of_a_negated_view(fake_gpu):
+    a, b = torch.randn(32, 64), torch.randn(64, 16)
+    assert not any("negative bit" in r for r in tlgemm.explain(a, b).reasons)
+    reasons = tlgemm.explain(torch._neg_view(a), b).reasons
+    assert any(r.startswith("a: torch's negative bit") and "resolve_neg" in r for r in reasons)
+    reasons = tlgemm.explain(torch._neg_view(a), torch._neg_view(b)).reasons
+    assert any(r.startswith("a and b: torch's negative bit") for r in reasons)
+
+
 def test_repeat_launch_is_not_taken_for_an_out_sharing_an_input(fake_gpu, monkeypatch, generator):
     a, b = _ab(64, 64, 64, generator=generator)
     monkeypatch.setattr(api, "_REPEATS", {api._repeat_key(a, b, a, None, "auto", None): lambda *args: pytest.fail()})
