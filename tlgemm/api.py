@@ -842,6 +842,9 @@ def _op_dtype(out, out_dtype, backend, reads):
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"out: expected a torch.Tensor, got {type(out).__name__}")
     _check_dense("out", out)
+    if out.is_leaf and out.requires_grad:
+        raise ValueError("out: a leaf tensor that requires grad, which autograd cannot record a write into; pass an "
+                         "out that does not require grad (or none)")
     for name, t in reads:  # a sparse input has no storage for check_out_reads to compare
         if isinstance(t, torch.Tensor):
             _check_dense(name, t)

@@ -85,6 +85,7 @@ def test_scaled_mm_backward_says_it_has_no_gradient(fake_gpu):
     (dict(out_dtype="bf16"), TypeError, r"out_dtype: expected a torch.dtype, got str"),
     (dict(out=torch.empty(8, 16).to_sparse()), TypeError, r"out: expected a dense \(strided\) tensor"),
     (dict(out=torch.empty(8, 16, device="meta")), ValueError, r"out: on meta, but a is on cpu"),
+    (dict(out=torch.empty(8, 16, requires_grad=True)), ValueError, r"out: a leaf tensor that requires grad"),
 ])
 def test_the_op_path_names_bad_arguments(fake_gpu, kwargs, error, message):
     """With an input requiring grad (or under torch.compile) a call goes through the
