@@ -210,6 +210,32 @@ def test_blockscaled_zero_k_gives_bias(interp, generator):
     assert torch.equal(out, bias.expand(5, 128))
 
 
+@pytest.mark.parametrize("M, N", [(0, 128), (5, 0)])
+def test_blockscaled_empty_rows_or_columns_launch_nothing(interp, M, N):
+    """M or N = 0 counted the tiles before the empty-grid guard and raised "M must be >= 1"."""
+    a, b = torch.empty(M, 256, dtype=FP8), torch.empty(N, 256, dtype=FP8)
+    sa, sb = torch.ones(M, 2), torch.ones(-(-N // 128), 2)
+    assert interp.triton.blockscaled_matmul(a, b, sa, sb, BLOCKSCALED).shape == (M, N)
+    assert interp.triton.blockscaled_matmul(a, b, sa, sb, num_sms=2).shape == (M, N)
+    out = interp.triton.blockscaled_bmm(a.expand(2, M, 256), b.expand(2, N, 256), sa.expand(2, M, 2),
+                                        sb.expand(2, -(-N // 128), 2), BLOCKSCALED)
+    assert out.shape == (2, M, N)
+
+
+def test_option_types_are_checked_after_a_call_with_an_equal_value(interp):
+    """The launchers' signature caches keyed True and 1 (and 2 and 2.0) alike, so a call with
+    allow_tf32=1 or num_sms=2.0 skipped validation after one with True or 2."""
+    x, y = torch.randn(8, 16), torch.randn(16, 8)
+    schedule = Schedule(block_m=16, block_n=16, block_k=16)
+    interp.triton.matmul(x, y, schedule, allow_tf32=True)
+    with pytest.raises(TypeError, match=r"allow_tf32: expected a bool, got int"):
+        interp.triton.matmul(x, y, schedule, allow_tf32=1)
+    a, b, sa, sb = _bs()
+    interp.triton.blockscaled_matmul(a, b, sa, sb, num_sms=2)
+    with pytest.raises((TypeError, ValueError), match=r"num_sms"):
+        interp.triton.blockscaled_matmul(a, b, sa, sb, num_sms=2.0)
+
+
 def test_default_schedule_needs_sm_count_on_cpu(interp):
     a, b = torch.zeros(4, 128, dtype=FP8), torch.zeros(128, 128, dtype=FP8)
     with pytest.raises(ValueError, match=r"needs the device's SM count"):
@@ -270,6 +296,7 @@ BLOCKSCALED_CASES = {
     "out_overlap": (_bs, {"out": torch.empty(8, 1).expand(8, 128)}, ValueError, r"out: strides \(1, 0\) make elements"),
     "bias_length": (_bs, {"bias": torch.randn(64)}, ValueError, r"bias: expected 128 elements, got 64"),
     "bias_dtype": (_bs, {"bias": torch.ones(128, dtype=torch.int32)}, TypeError, r"bias: dtype must be one of"),
+    "bias_type": (_bs, {"bias": [0.0] * 128}, TypeError, r"bias: expected a torch\.Tensor, got list"),
 }
 
 

@@ -154,6 +154,8 @@ def _check_tensor(name, t, ndim=None):
 
 def _check_device(device, named, first="a"):
     for name, t in named:
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
         if t is not None and t.device != device:
             raise ValueError(f"{name}: on {t.device}, but {first} is on {device}; all tensors must share a device")
     if device.type != "cuda" and not _INTERPRETED:
@@ -305,7 +307,8 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32,
     b: K-major copies where the plan says so), the epilogue vectors, their strides, sizes, grid
     size P and meta."""
     check_out_reads(out, (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b), ("bias", bias)))
-    plan = by_signature(_PLANS, (batched, schedule, out_dtype, allow_tf32, num_sms),
+    # the option types are in the key: validation of allow_tf32=1 or num_sms=2.0 must not be skipped after True or 2
+    plan = by_signature(_PLANS, (batched, schedule, out_dtype, type(allow_tf32), allow_tf32, type(num_sms), num_sms),
                         (a, b, out, scale_a, scale_b, bias),
                         lambda: _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms,
                                       batched))
@@ -387,7 +390,8 @@ def cached_launch(a, b, schedule, out, allow_tf32=False):
     ``out2=None`` allocates the output, which serves exactly when ``out`` was a fresh
     ``torch.empty`` of the result. If the current device has changed, it takes ``matmul``'s
     whole path."""
-    plan = by_signature(_PLANS, (False, schedule, None, allow_tf32, None), (a, b, out, None, None, None))
+    plan = by_signature(_PLANS, (False, schedule, None, type(allow_tf32), allow_tf32, type(None), None),
+                        (a, b, out, None, None, None))
     if plan is None or not plan.P or plan.scaled or any(plan.copies) or _INTERPRETED:
         return None
     kernel = streamk_gemm_kernel if schedule.streamk_tiles else persistent_gemm_kernel
@@ -547,7 +551,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
         _, bias_stride = _vector("bias", bias, (N,), _FLOAT_OUT, device, first=na)
     check_shared_memory(schedule, a.dtype, b.dtype, shared_memory_limit(device))
     out_strides = out.stride() if out is not None else torch.empty(shape, device="meta").stride()
-    units = (batch[0] if batch else 1) * num_tiles(M, N, schedule)
+    units = (batch[0] if batch else 1) * num_tiles(M, N, schedule) if M and N else 0
     check_int32_walk(schedule, M, N, K)
     P = _grid_size(units, schedule, num_sms, device) if units else 0
     lead = (lambda strides: strides[0]) if batched else (lambda strides: 0)
@@ -561,7 +565,7 @@ def _blockscaled_call(names, a, b, scale_a, scale_b, schedule, out, out_dtype, b
     """``_blockscaled`` once per argument signature, its ``_BlockScaledLaunch`` after that
     (validation and the schedule cost the host more than Triton's own launch)."""
     check_out_reads(out, (*zip(names, (a, b, scale_a, scale_b)), ("bias", bias)))
-    launch = by_signature(_BLOCKSCALED_LAUNCHES, (batched, schedule, out_dtype, num_sms),
+    launch = by_signature(_BLOCKSCALED_LAUNCHES, (batched, schedule, out_dtype, type(num_sms), num_sms),
                           (a, b, scale_a, scale_b, out, bias),
                           lambda: _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms,
                                                batched))
