@@ -164,3 +164,18 @@ def test_streamk_workspace_is_kept_per_stream_and_shape():
     assert again[0] is partials and again[1] is flags
     other = launch._streamk_workspace(cpu, 132, 128, 64, torch.int32)
     assert other[0] is not partials and other[0].dtype == torch.int32
+
+
+def test_a_lowering_error_names_its_failed_check_not_a_source_caret():
+    """TileLang 0.1.15 can end a TVM error with the caret line of a source excerpt; the
+    schedule error took the last line and so said nothing (e.g. mixed e4m3/e5m2 block-scaled
+    GEMMs under swap-AB)."""
+    from tlgemm.tilelang.launch import _tvm_reason
+
+    message = ("InternalError: Traceback (most recent call last):\n  0: tvm::tl::LowerTileOp\n"
+               "  File \"kernels.py\", line 560\nCheck failed: (result.supported) is false: T.tma_copy() requires "
+               "TMA-capable target\n  560 |     T.copy(B[0, 0], ring)\n      |             ^")
+    assert _tvm_reason(RuntimeError(message)).startswith("Check failed: (result.supported) is false: T.tma_copy()")
+    assert _tvm_reason(RuntimeError("ValueError: no layout for buffer X\n   |   ^")) == \
+        "ValueError: no layout for buffer X"
+    assert _tvm_reason(RuntimeError("")) == "RuntimeError"

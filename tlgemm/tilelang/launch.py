@@ -219,8 +219,16 @@ def _lowering(schedule: Schedule):
     try:
         yield
     except tvm.error.TVMError as err:
-        reason = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
-        raise ValueError(f"schedule: TileLang cannot lower the kernel of {schedule}: {reason}") from err
+        raise ValueError(f"schedule: TileLang cannot lower the kernel of {schedule}: {_tvm_reason(err)}") from err
+
+
+def _tvm_reason(err: Exception) -> str:
+    """The line of a TVM error that says why: its failed check, else its last line that is not
+    a source excerpt's gutter or caret (TileLang 0.1.15 may end the message with `|   ^`)."""
+    lines = [line.strip() for line in str(err).splitlines()]
+    said = [line for line in lines if line and not set(line) <= set("|^~ 0123456789")]
+    checks = [line for line in said if "Check failed" in line]
+    return (checks or said or [type(err).__name__])[-1]
 
 
 @functools.lru_cache(maxsize=None)
