@@ -317,6 +317,22 @@ def test_swap_ab(generator, block_n, M, N, K):
     _check_with_bias(generator, schedule, M, N, K)
 
 
+@pytest.mark.parametrize("a_dtype, b_dtype", [(FP8, torch.float8_e5m2), (torch.float8_e5m2, FP8)], ids=str)
+@pytest.mark.parametrize("M, N, K", [(16, 4096, 7168), (7, 1000, 384), (300, 2112, 512)], ids=str)
+def test_mixed_e4m3_e5m2(generator, a_dtype, b_dtype, M, N, K):
+    """e4m3 tokens with e5m2 weights and the reverse, on the default schedule (swap-AB and
+    Stream-K at small M, where the WGMMA operands take the two dtypes in swapped order), bf16
+    output poisoned; against the reference and the Triton kernel."""
+    a = random_operand((M, K), a_dtype, generator=generator, device=DEV)
+    b = random_operand((N, K), b_dtype, generator=generator, device=DEV)
+    sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
+    out = poisoned((M, N), torch.bfloat16, DEV)
+    blockscaled_matmul(a, b, sa, sb, out=out)
+    assert_gemm_close(out, _expected(a, b, sa, sb), torch.float8_e5m2, what=f"{a_dtype} x {b_dtype} vs reference")
+    other = TR.blockscaled_matmul(a, b, sa, sb)
+    assert_gemm_close(out, other.double(), torch.float8_e5m2, what=f"{a_dtype} x {b_dtype} vs Triton")
+
+
 @pytest.mark.parametrize("out_dtype", [torch.float32, torch.float16], ids=str)
 def test_swap_ab_batched_and_128_row_tiles(generator, out_dtype):
     """Swap-AB in the batched form (per-batch scales) and on 128-row tiles over two

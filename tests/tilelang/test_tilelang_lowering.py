@@ -13,6 +13,7 @@ from tlgemm.schedules import Schedule
 from tlgemm.schedules.selection import store_staging
 from tlgemm.tilelang import kernel_source
 from tlgemm.tilelang.kernels import blockscaled_gemm
+from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
 from tlgemm.tilelang.launch import blockscaled_spec
 
 SCHEDULE = Schedule(block_m=128, block_n=256, block_k=64, num_stages=3, num_warpgroups=2).persistent(132)
@@ -204,6 +205,29 @@ def test_blockscaled_kernel_lowers():
     assert sorted(name for name, _ in copies) == ["SA", "SB"], copies
     assert all(f"{name.lower()}_stride0" in index and f"{name.lower()}_stride1" in index for name, index in copies)
     assert f"warpgroup_reg_dealloc<{BLOCKSCALED_PRODUCER_REGISTERS}>" in src and "warpgroup_reg_alloc<232>" in src
+
+
+@pytest.mark.parametrize("a_dtype, b_dtype", [(torch.float8_e4m3fn, torch.float8_e5m2),
+                                              (torch.float8_e5m2, torch.float8_e4m3fn)], ids=str)
+@pytest.mark.parametrize("swap", [True, False])
+def test_mixed_fp8_blockscaled_kernel_takes_wgmma_dtypes_in_operand_order(a_dtype, b_dtype, swap):
+    """Mixed e4m3/e5m2: under swap-AB the WGMMA A operand is B (the weights), so the wgmma
+    names b's dtype first, and A's and B's tiles are staged in their own dtypes (TileLang
+    refused to lower a TMA copy between buffers of different fp8 dtypes when the context
+    took them in the call's order)."""
+    from tlgemm.schedules import Schedule
+    from tlgemm.tilelang.launch import _lowering
+
+    schedule = Schedule(block_m=64, block_n=16 if swap else 128, block_k=128, num_stages=4,
+                        num_warpgroups=1).persistent(132)
+    schedule = schedule.swap_ab() if swap else schedule
+    with _lowering(schedule):
+        src = lower_to_cuda(blockscaled_gemm(blockscaled_spec(a_dtype, b_dtype, torch.bfloat16, schedule, 132)),
+                            BLOCKSCALED_PASS_CONFIGS)
+    names = {torch.float8_e4m3fn: "kFloat8_e4m3", torch.float8_e5m2: "kFloat8_e5m2"}
+    first, second = (b_dtype, a_dtype) if swap else (a_dtype, b_dtype)
+    wgmma = set(re.findall(r"wgmma_ss<tl::DataType::(\w+), tl::DataType::(\w+),", src))
+    assert wgmma == {(names[first], names[second])}, wgmma
 
 
 @pytest.mark.parametrize("block_n", [16, 64, 128])

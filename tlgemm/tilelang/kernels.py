@@ -517,8 +517,11 @@ def blockscaled_gemm(spec: BlockScaledSpec):
     ``partials``/``flags`` workspace (a tile's partial sums are additive over K blocks).
     Split-K (``schedule.split_k``, unbatched): ``_walk_split``, a cluster of split_k programs
     a tile adding their parts in shared memory."""
-    ctx = BlockScaledContext(spec.schedule, spec.a_dtype, spec.b_dtype, spec.out_storage,
-                             tma_token_scales=spec.tma_token_scales)
+    swap, clustered = spec.schedule.is_swap_ab, spec.schedule.cluster_m > 1
+    # under swap-AB the WGMMA A operand is B (the weights): the context takes the dtypes in WGMMA order
+    wgmma_dtypes = (spec.b_dtype, spec.a_dtype) if swap else (spec.a_dtype, spec.b_dtype)
+    ctx = BlockScaledContext(spec.schedule, *wgmma_dtypes, spec.out_storage, tma_token_scales=spec.tma_token_scales)
+    a_storage, b_storage = (ctx.b_storage, ctx.a_storage) if swap else (ctx.a_storage, ctx.b_storage)
     M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
     KB, NB, BATCH = T.dynamic("KB"), T.dynamic("NB"), T.dynamic("BATCH")
     lead = (BATCH,) if spec.batched else ()
@@ -527,7 +530,6 @@ def blockscaled_gemm(spec: BlockScaledSpec):
         sa_strides = (*sa_strides[:-2], 1, sa_strides[-1])
     sb_strides = tuple(T.dynamic(f"sb_stride{d}") for d in range(len(lead) + 2))
     bias_shape = (N,) if spec.bias_storage is not None else (1,)
-    swap, clustered = spec.schedule.is_swap_ab, spec.schedule.cluster_m > 1
     streamk, splits = spec.schedule.streamk_tiles > 0, spec.schedule.split_k
     if (clustered or streamk or splits > 1) and spec.batched:
         raise ValueError("spec: a clustered (cluster_m > 1), Stream-K or split-K schedule runs the single-GEMM "
@@ -543,7 +545,7 @@ def blockscaled_gemm(spec: BlockScaledSpec):
     partials_shape, flags_shape = ((P, bm, bn), (P,)) if streamk else ((1, 1, 1), (1,))
 
     @T.prim_func
-    def gemm(A: T.Tensor((*lead, M, K), ctx.a_storage), B: T.Tensor((*lead, N, K), ctx.b_storage),
+    def gemm(A: T.Tensor((*lead, M, K), a_storage), B: T.Tensor((*lead, N, K), b_storage),
              C: T.Tensor((*lead, M, NC), spec.out_storage),
              SA: T.StridedTensor((*lead, M, KB), sa_strides, "float32"),
              SB: T.StridedTensor((*lead, NB, KB), sb_strides, "float32"),
