@@ -12,6 +12,8 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import types
+import uuid
 
 import pytest
 import torch
@@ -458,6 +460,30 @@ def test_the_commit_is_marked_dirty_where_tracked_files_changed(tmp_path, monkey
     assert bench._git_commit() == head + "+dirty"
 
 
+def test_clocks_come_from_the_gpu_torch_runs_on(monkeypatch):
+    """nvidia-smi is asked by the device's UUID: torch's index counts the GPUs CUDA_VISIBLE_DEVICES
+    leaves (torch's 0 may be nvidia-smi's 3); a device without a UUID (off CUDA) runs no nvidia-smi."""
+    gpu = uuid.UUID("5b9c1ab6-3c5e-6d0b-5e0f-9ad3c1b2e7f4")  # str() as torch's _CUuuid: no "GPU-"
+    props = types.SimpleNamespace(name="NVIDIA H200", multi_processor_count=132, total_memory=141 * 2**30, major=9,
+                                  minor=0, uuid=gpu)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    queried = []
+
+    def nvidia_smi(argv, **kwargs):
+        if argv[0] != "nvidia-smi":
+            return subprocess.CompletedProcess(argv, 1, "", "")
+        queried.append(argv[-1])
+        return subprocess.CompletedProcess(argv, 0, "1980 MHz, 1980 MHz, 3201 MHz, 3201 MHz, 120.50 W, 700.00 W, 31, "
+                                                    "P0, 580.1\n", "")
+
+    monkeypatch.setattr(bench.subprocess, "run", nvidia_smi)
+    clocks = bench.environment(bench.Device.current(), "tlgemm bench")["clocks_start"]
+    assert queried == [f"--id=GPU-{gpu}"]
+    assert clocks["clocks.mem"] == "3201 MHz" and clocks["driver_version"] == "580.1"
+    assert bench.environment(H100, "")["clocks_start"] is None and len(queried) == 1
+
+
 def test_from_json_merges_runs_and_rejects_other_files(tmp_path, capsys):
     first, second = _synthetic_run(), _synthetic_run()
     second["rows"] = second["rows"][:1]
@@ -473,6 +499,37 @@ def test_from_json_merges_runs_and_rejects_other_files(tmp_path, capsys):
     bad.write_text("{}")
     assert bench.main(["--from-json", str(bad), "--no-plots", "--out", str(tmp_path)]) == 2
     assert "not a tlgemm-bench/1 record" in capsys.readouterr().err
+
+
+def test_from_json_reports_a_case_in_several_runs_once(tmp_path, capsys):
+    """A case (set, dtype, shape) in more than one run is one row, the last run's, in the place of
+    the first (tables and geomeans count it once); a row the --budget left unrun replaces none;
+    the run whose rows replaced others says which."""
+    first, second = _synthetic_run(), _synthetic_run()
+    case = bench.Case("square", "bf16", 4096, 4096, 4096)
+    rerun = bench._row(case, PEAKS, 2, {"cublas": _ok(case, 700), "tlgemm-triton": _ok(case, 350)})
+    unrun = bench._row(bench.Case("square", "bf16", 8192, 8192, 8192), PEAKS, 0,
+                       {"cublas": {"status": "skipped"}, "tlgemm-triton": {"status": "skipped"}})
+    second["rows"] = [rerun, unrun]
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    for path, run in zip(paths, (first, second)):
+        bench.write_json(path, run)
+    md = tmp_path / "merged.md"
+    assert bench.main(["--from-json", *map(str, paths), "--markdown", str(md), "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("square   bf16  4096x4096x4096") == 1 and "tlgemm Triton 0.717x (2)" in out
+    assert "note: run 2 replaces the earlier row of 1 cases: square bf16 4096x4096x4096 (Run 1)" in out
+    text = md.read_text()
+    assert text.count("| 4096 | 4096 | 4096 |") == 1
+    assert "| 4096 | 4096 | 4096 | 171.8 com | 700.0 88% |  | 350.0 0.50x 44% |" in text
+    assert "| square | bf16 | - | 0.717x (2) |" in text
+    assert "## Run 2\n" in text and "- Replaces the earlier row of 1 cases: square bf16 4096x4096x4096 (Run 1)" in text
+    rows, replaced = bench.merge_rows(bench.load_runs(paths))
+    assert [(r["M"], r["results"]["tlgemm-triton"]["tflops"]) for r in rows] == [
+        (4096, 350), (8192, 700), (1, 15), (4096, 880)]
+    assert replaced == [[], ["square bf16 4096x4096x4096 (Run 1)"]]
+    assert bench.geomean_table(rows)[("square", "bf16")]["tlgemm-triton"] == (
+        pytest.approx(math.sqrt(350 / 700 * 700 / 680)), 2)
 
 
 def _without(record: dict, key: str) -> dict:

@@ -459,14 +459,16 @@ class Device:
     index: int = 0
     fast_accum: bool = False
     tgemm_kernels: dict = field(default_factory=dict)  # TGemmConfig -> Future of the compiled kernel
+    uuid: str | None = None  # "GPU-<UUID>", nvidia-smi's id of the GPU (``index`` is torch's, not nvidia-smi's)
 
     @classmethod
     def current(cls, fast_accum: bool = False) -> "Device":
         index = torch.cuda.current_device()
         p = torch.cuda.get_device_properties(index)
+        uuid = getattr(p, "uuid", None)  # torch's _CUuuid: str() is the dashed hex, nvidia-smi's id less "GPU-"
         return cls(p.name, p.multi_processor_count, getattr(p, "shared_memory_per_block_optin", 232448),
                    getattr(p, "L2_cache_size", 50 * 2**20), p.total_memory, f"{p.major}.{p.minor}", "cuda", index,
-                   fast_accum)
+                   fast_accum, uuid=None if uuid is None else f"GPU-{uuid}")
 
     def free_bytes(self) -> int:
         return torch.cuda.mem_get_info(self.index)[0] if self.torch_device == "cuda" else self.total_bytes
@@ -953,13 +955,17 @@ class Progress:
 
 # ---- environment record --------------------------------------------------------------------
 
-def _nvidia_smi(index: int) -> dict | None:
-    """Clocks, power and driver of GPU ``index`` from nvidia-smi (None without it)."""
+def _nvidia_smi(uuid: str | None) -> dict | None:
+    """Clocks, power and driver of the GPU nvidia-smi knows as ``uuid`` ("GPU-<UUID>"; None without
+    nvidia-smi, a UUID, or a GPU of that UUID). By UUID, not index: torch's index counts the GPUs
+    CUDA_VISIBLE_DEVICES leaves, in CUDA_DEVICE_ORDER; nvidia-smi's counts all, in PCI bus order."""
+    if uuid is None:
+        return None
     fields = ("clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.mem", "power.draw", "power.limit",
               "temperature.gpu", "pstate", "driver_version")
     try:
         out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader",
-                              f"--id={index}"], capture_output=True, text=True, timeout=20)
+                              f"--id={uuid}"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0 or not out.stdout.strip():
@@ -995,7 +1001,7 @@ def environment(dev: Device, command: str) -> dict:
     """GPU, clocks, versions, date and the command line of this run."""
     return {
         "gpu": dev.name, "capability": dev.capability, "num_sms": dev.num_sms, "l2_bytes": dev.l2_bytes,
-        "memory_bytes": dev.total_bytes, "clocks_start": _nvidia_smi(dev.index),
+        "memory_bytes": dev.total_bytes, "clocks_start": _nvidia_smi(dev.uuid),
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
                      "triton": triton.__version__, "tilelang": _version("tilelang"), "tlgemm": tlgemm.__version__,
                      "tlgemm_commit": _git_commit()},
@@ -1005,6 +1011,31 @@ def environment(dev: Device, command: str) -> dict:
 
 
 # ---- results: summaries and writers --------------------------------------------------------
+
+def merge_rows(runs: Sequence[dict]) -> tuple[list[dict], list[list[str]]]:
+    """The runs' rows with one per case (set, dtype, M, N, K), and per run the cases where its row
+    replaced an earlier one. A case in several runs keeps the last run's row, whole (the ratios in
+    a row stay those of one run), in the place of the first; a row left unrun (--budget) replaces
+    none."""
+    merged: dict[tuple, tuple[int, dict]] = {}
+    replaced: list[list[str]] = [[] for _ in runs]
+    for i, run in enumerate(runs):
+        for row in run["rows"]:
+            key = (row["set"], row["dtype"], row["M"], row["N"], row["K"])
+            if key in merged:
+                if all(res.get("status") == "skipped" for res in row["results"].values()):
+                    continue
+                replaced[i].append(f"{row['set']} {row['dtype']} {row['M']}x{row['N']}x{row['K']} "
+                                   f"(Run {merged[key][0] + 1})")
+            merged[key] = (i, row)
+    return [row for _, row in merged.values()], replaced
+
+
+def _first_few(items: Sequence[str], count: int = 4) -> str:
+    """"a, b, c, d and 3 more"."""
+    more = f" and {len(items) - count} more" if len(items) > count else ""
+    return ", ".join(items[:count]) + more
+
 
 def ratio(row: dict, impl: str) -> float | None:
     """cuBLAS time / impl time (> 1: faster than cuBLAS), when both were measured."""
@@ -1166,8 +1197,8 @@ def _md_table(head: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
 
 
 def markdown(runs: Sequence[dict], plots: dict[str, list[str]] | None = None) -> str:
-    """RESULTS.md text from one or more run records (their rows are reported together)."""
-    rows = [row for run in runs for row in run["rows"]]
+    """RESULTS.md text from one or more run records (their rows reported together, ``merge_rows``)."""
+    rows, replaced = merge_rows(runs)
     impls = impl_keys(rows)
     others = [k for k in impls if k != REFERENCE_IMPL]
     out = ["# tlgemm GEMM benchmark", "",
@@ -1178,7 +1209,10 @@ def markdown(runs: Sequence[dict], plots: dict[str, list[str]] | None = None) ->
            "peak, which is one cuBLAS call timed before the rows. Every result was checked against a float64 "
            "reference before it was timed.", ""]
     for i, run in enumerate(runs):
-        out += ([f"## Run {i + 1}"] if len(runs) > 1 else ["## Run"]) + _md_env(run) + [""]
+        out += ([f"## Run {i + 1}"] if len(runs) > 1 else ["## Run"]) + _md_env(run)
+        if replaced[i]:
+            out.append(f"- Replaces the earlier row of {len(replaced[i])} cases: {_first_few(replaced[i])}")
+        out.append("")
     out += ["## Geomean ratio to cuBLAS", ""]
     body = [[s, d] + [f"{g:.3f}x ({n})" if g else "-" for k in others for g, n in [table[k]]]
             for (s, d), table in geomean_table(rows).items()]
@@ -1258,8 +1292,7 @@ def _problems(rows: Sequence[dict], impls: Sequence[str]) -> list[str]:
                 key = (res["status"], res.get("reason", ""))
                 reasons.setdefault(key, []).append(f"{row['dtype']} {row['M']}x{row['N']}x{row['K']}")
         for (status, reason), shapes in reasons.items():
-            listed = ", ".join(shapes[:4]) + (f" and {len(shapes) - 4} more" if len(shapes) > 4 else "")
-            lines.append(f"- {LABELS.get(impl, impl)}, {status} ({len(shapes)}: {listed}): {reason}")
+            lines.append(f"- {LABELS.get(impl, impl)}, {status} ({len(shapes)}: {_first_few(shapes)}): {reason}")
     return lines
 
 
@@ -1368,11 +1401,13 @@ def _load_run(path: pathlib.Path) -> dict:
 
 
 def report(runs: Sequence[dict], markdown_path: pathlib.Path | None, plots_dir: pathlib.Path | None) -> None:
-    """Print the table and summary; write the Markdown and the plots."""
-    rows = [row for run in runs for row in run["rows"]]
+    """Print the table and summary; write the Markdown and the plots (one row per case: ``merge_rows``)."""
+    rows, replaced = merge_rows(runs)
     print(text_table(rows))
     print(summary_text(rows))
-    for run in runs:
+    for i, run in enumerate(runs):
+        if replaced[i]:
+            print(f"note: run {i + 1} replaces the earlier row of {len(replaced[i])} cases: {_first_few(replaced[i])}")
         if run["options"].get("reduced"):
             print(f"note: reduced run ({run['options']['reduced']})")
         if run.get("skipped"):
@@ -1461,7 +1496,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="directory for the PNGs (default: the Markdown file's directory)")
     output.add_argument("--no-plots", action="store_true", help="draw no plots")
     output.add_argument("--from-json", type=pathlib.Path, nargs="+", default=None, metavar="JSON",
-                        help="no measuring: print and write Markdown/plots from earlier runs (several are merged)")
+                        help="no measuring: print and write Markdown/plots from earlier runs; several are merged, "
+                             "one row per case (set, dtype, MxNxK): a case in more than one keeps the row of the "
+                             "last file that ran it (a row the --budget left unrun replaces none)")
     return parser
 
 
@@ -1554,7 +1591,7 @@ def measure(args, cases: Sequence[Case], notes: Sequence[str], command: str) -> 
         bar.write(f"tlgemm bench: CUDA context lost, stopping: {err}")
     finally:
         bar.close()
-    record["environment"]["clocks_end"] = _nvidia_smi(dev.index)
+    record["environment"]["clocks_end"] = _nvidia_smi(dev.uuid)
     record["elapsed_s"] = round(time.monotonic() - start, 1)
     write_json(json_path, record)
     print(f"wrote {json_path} ({record['elapsed_s']} s)")
