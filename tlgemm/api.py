@@ -15,7 +15,10 @@ Dtypes   a, b: float32, float16, bfloat16 (a and b alike), float8_e4m3fn / float
 Devices  every tensor on one CUDA (or ROCm) device. CPU tensors are an error, except under
          TRITON_INTERPRET=1 (Triton's interpreter, for debugging) and for empty problems.
 Empty    M, N, K or the batch = 0: no kernel runs. The result is empty, or zeros when K = 0
-         (addmm: beta·bias broadcast; scaled_mm: its bias broadcast). Checked before devices.
+         (addmm: beta·bias broadcast; scaled_mm: its bias broadcast). Checked before devices;
+         a schedule against the rules of the backend a non-empty call runs that need no sizes
+         and no GPU ("auto": the backend of the tensors' GPU or of Triton's interpreter; none
+         on other devices, where no kernel runs).
 Layout   (the copy rule; explain() lists each copy) Triton: a matrix is read as it is when
          row-major or column-major (unit stride in one of its two dims, the other stride at
          least that dim's extent; any batch stride, 0 included, so an expanded batch costs no
@@ -138,7 +141,9 @@ def _device_target(device: torch.device) -> Target:
     return Target(props.name, "cuda", f"sm_{props.major}{props.minor}", props.multi_processor_count, smem)
 
 
-def _target_of(device: torch.device) -> Target:
+def _kernel_target(device: torch.device) -> Target | None:
+    """Where the kernels run for tensors on ``device``: its GPU, Triton's interpreter for CPU
+    tensors under TRITON_INTERPRET=1, else nowhere (None)."""
     if device.type == "cuda":
         return _device_target(device)
     if device.type == "cpu":
@@ -146,6 +151,13 @@ def _target_of(device: torch.device) -> Target:
 
         if interpreting():
             return _INTERPRETER
+    return None
+
+
+def _target_of(device: torch.device) -> Target:
+    target = _kernel_target(device)
+    if target is not None:
+        return target
     raise ValueError(f"a: on {device}; tlgemm's kernels run on CUDA (or ROCm) GPUs: move the tensors there "
                      "(e.g. a.cuda()); CPU tensors run only under TRITON_INTERPRET=1 (Triton's interpreter)")
 
@@ -491,6 +503,19 @@ def _check_backend(backend) -> None:
         raise ValueError(f"backend: expected 'auto', 'tilelang' or 'triton', got {backend!r}")
 
 
+def _resolve_backend(op, N, K, a_dtype, out_dtype, backend, target, tf32) -> tuple[str, str]:
+    """(the backend that runs the call, why): for "auto" TileLang where it can run it on
+    ``target``, else Triton; ValueError where backend="tilelang" cannot."""
+    hard, soft = _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32)
+    if backend == "tilelang" and hard:
+        raise ValueError(f"backend: 'tilelang' cannot run this: {hard}")
+    if backend == "auto":
+        if hard:
+            return "triton", f"auto: {hard}"
+        return "tilelang", f"auto: {target.arch} is Hopper" + (f"; {soft}" if soft else "")
+    return backend, "given by the caller" + (f"; {soft}" if backend == "tilelang" and soft else "")
+
+
 def _make_plan(op, M, N, K, a_dtype, b_dtype, out_dtype, device, backend, schedule, tf32, target=None, info=None,
                use_cache=True, layout="nt", b_k_major=True):
     """Resolve backend, schedule and kernel (validating dtypes and the device); M = B·M for bmm.
@@ -501,15 +526,7 @@ def _make_plan(op, M, N, K, a_dtype, b_dtype, out_dtype, device, backend, schedu
     out_dtype = _result_dtype(op, a_dtype, b_dtype, out_dtype)
     _check_schedule(schedule)
     target = target or _target_of(device)
-    hard, soft = _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32)
-    if backend == "tilelang" and hard:
-        raise ValueError(f"backend: 'tilelang' cannot run this: {hard}")
-    if backend == "auto":
-        name = "triton" if hard else "tilelang"
-        info["backend"] = f"auto: {hard}" if hard else f"auto: {target.arch} is Hopper" + (f"; {soft}" if soft else "")
-    else:
-        name = backend
-        info["backend"] = "given by the caller" + (f"; {soft}" if name == "tilelang" and soft else "")
+    name, info["backend"] = _resolve_backend(op, N, K, a_dtype, out_dtype, backend, target, tf32)
     fn = _backend_kernel(name, op)
     if fn is None:
         raise NotImplementedError(f"backend: tlgemm.{name} has no {_KERNEL[op]} kernel in this installation")
@@ -693,11 +710,45 @@ def _first_launch(plan: _Plan, a, b, out, scale_a, scale_b, bias) -> _Plan:
 
 def _empty(op, a, b, out, out_dtype, shape, backend, schedule):
     """The result of a problem with M, N, K or the batch 0: zeros (no launch), after the
-    checks a launch would make of the dtypes, the backend and the schedule."""
+    checks a launch would make of the dtypes, the backend and the schedule
+    (``_check_empty_schedule``)."""
     _check_backend(backend)
     _check_schedule(schedule)
     dtype = _result_dtype(op, a.dtype, b.dtype, out_dtype)
+    if schedule is not None:
+        _check_empty_schedule(op, a, b, shape[-1], dtype, backend, schedule)
     return torch.zeros(shape, dtype=dtype, device=a.device) if out is None else out.zero_()
+
+
+def _check_empty_schedule(op, a, b, N, out_dtype, backend, schedule) -> None:
+    """An empty problem's schedule: the error a non-empty call with these dtypes raises by a
+    rule of the backend that needs no sizes, layout or GPU. Triton: its launchers'
+    ``check_schedule``; TileLang: ``make_spec`` and the kernel's context with both operands
+    K-major, bmm's ``_check_bmm_schedule``, the block-scaled ``blockscaled_spec``. Not
+    checked: shared memory, the grid (int32 tile walk, Stream-K's programs), lowering,
+    and TileLang's block_n no power of two with B MN-major.
+    "auto": the backend a non-empty call on a's device runs; none (nothing checked) where no
+    kernel runs (CPU without TRITON_INTERPRET=1, meta)."""
+    if backend == "auto":
+        target = _kernel_target(a.device)
+        if target is None:
+            return
+        tf32 = a.dtype == torch.float32 and matmul_uses_tf32()
+        backend = _resolve_backend(op, N, a.shape[-1], a.dtype, out_dtype, backend, target, tf32)[0]
+    if backend == "triton":
+        from tlgemm.triton.launch import check_schedule
+
+        check_schedule(schedule, a.dtype, batched=op == "bmm", blockscaled=op == "blockscaled")
+        return
+    from tlgemm.tilelang import launch
+
+    # num_sms=1: the specs' grid bound, which no rule checked here reads
+    if op == "blockscaled":
+        launch.blockscaled_spec(a.dtype, b.dtype, out_dtype, schedule, num_sms=1)
+        return
+    if op == "bmm":
+        launch._check_bmm_schedule(schedule)
+    launch.make_spec(a.dtype, b.dtype, out_dtype, schedule, num_sms=1).context()
 
 
 _SCALARS: dict[tuple[float, torch.device], torch.Tensor] = {}

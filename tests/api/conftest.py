@@ -76,7 +76,7 @@ def fake_gpu(monkeypatch, tmp_path):
     monkeypatch.setenv("TLGEMM_CACHE_DIR", str(tmp_path / "cache"))
     ns = types.SimpleNamespace(triton=FakeBackend("triton"), tilelang=FakeBackend("tilelang"),
                                target=api.Target("Fake H100", "cuda", "sm_90", 132, 232448), selects=0)
-    monkeypatch.setattr(api, "_target_of", lambda device: ns.target)
+    monkeypatch.setattr(api, "_kernel_target", lambda device: ns.target)
     monkeypatch.setattr(api, "_backend_kernel",
                         lambda backend, op: getattr(getattr(ns, backend).module, api._KERNEL[op], None))
     select = api.select

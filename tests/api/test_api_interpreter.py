@@ -90,7 +90,40 @@ SCRIPT = textwrap.dedent(r"""
 """)
 
 
-def test_entry_points_in_the_interpreter():
+EMPTY_SCRIPT = textwrap.dedent(r"""
+    import torch
+    import tlgemm
+    from tlgemm.schedules import Schedule
+
+    a, b = torch.randn(2, 64, 128, dtype=torch.bfloat16), torch.randn(2, 128, 64, dtype=torch.bfloat16)
+    for schedule in (Schedule().splitk(2), Schedule(block_m=64).swap_ab(), Schedule(block_n=48)):
+        for gemm, full_a, full_b in ((tlgemm.matmul, a[0], b[0]), (tlgemm.bmm, a, b)):
+            errors = set()
+            for x, y in ((full_a, full_b), (full_a[..., :0, :], full_b), (full_a, full_b[..., :0]),
+                         (full_a[..., :0], full_b[..., :0, :])):
+                try:
+                    gemm(x, y, schedule=schedule)
+                except ValueError as error:
+                    errors.add(str(error))
+                else:
+                    raise AssertionError(f"{gemm.__name__} {list(x.shape)} @ {list(y.shape)} took {schedule}")
+            assert len(errors) == 1, errors
+    print("empty ok")
+""")
+
+
+def _interpret(script: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
-    result = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_entry_points_in_the_interpreter():
+    result = _interpret(SCRIPT)
     assert result.returncode == 0 and "interpreted ok" in result.stdout, result.stderr[-4000:]
+
+
+def test_empty_problem_in_the_interpreter_raises_the_schedule_error():
+    """On CPU tensors "auto" runs Triton in the interpreter: an empty problem raises the
+    non-empty call's error for a schedule Triton does not run."""
+    result = _interpret(EMPTY_SCRIPT)
+    assert result.returncode == 0 and "empty ok" in result.stdout, result.stderr[-4000:]

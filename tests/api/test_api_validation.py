@@ -294,6 +294,126 @@ def test_empty_still_checks_backend_and_schedule():
         tlgemm.bmm(a[None], b[None], schedule="fast")
 
 
+# ---- an empty problem's schedule: the backend's rules that need no sizes and no GPU -------
+
+A100 = api.Target("A100 SXM", "cuda", "sm_80", 108, 166912)
+H100 = api.Target("H100 SXM", "cuda", "sm_90", 132, 232448)
+OPS = ("matmul", "addmm", "bmm", "scaled_mm", "blockscaled")
+#: K = 256: at M = 0, K = 128 the block-wise scale_a [0, 1] would read as a per-row one (scaled_mm)
+EMPTY = ((0, 64, 256), (64, 0, 256), (64, 64, 0))
+
+
+def _call(op, M, N, K, **kwargs):
+    """tlgemm's ``op`` on CPU operands [M, K] @ [K, N] (bmm: a batch of 2; blockscaled: scaled_mm
+    with block-wise scales)."""
+    if op == "bmm":
+        return tlgemm.bmm(torch.randn(2, M, K, dtype=torch.bfloat16), torch.randn(2, K, N, dtype=torch.bfloat16),
+                          **kwargs)
+    if op == "matmul":
+        return tlgemm.matmul(*_ab(M, N, K), **kwargs)
+    if op == "addmm":
+        return tlgemm.addmm(torch.ones(N), *_ab(M, N, K), **kwargs)
+    a, b = _fp8(M, N, K)
+    if op == "scaled_mm":
+        return tlgemm.scaled_mm(a, b, torch.ones(1), torch.ones(1), **kwargs)
+    return tlgemm.scaled_mm(a, b, torch.ones(M, K // 128), torch.ones(-(-N // 128), K // 128), **kwargs)
+
+
+def _error(fn) -> str:
+    with pytest.raises(ValueError, match=r"^schedule: ") as error:
+        fn()
+    return str(error.value)
+
+
+TRITON_REJECTS = {
+    "split_k": tlgemm.schedules.Schedule().splitk(2),
+    "swap_ab": tlgemm.schedules.Schedule(block_m=64).swap_ab(),
+    "cluster": tlgemm.schedules.Schedule().persistent().cluster(2),
+    "block_n_48": tlgemm.schedules.Schedule(block_n=48),
+    "three_warpgroups": tlgemm.schedules.Schedule(num_warpgroups=3),
+}
+
+
+TRITON_OP_REJECTS = {  # rules of one kernel family: 8-bit block_k, bmm and block-scaled Stream-K, the scale block
+    "scaled_mm-block_k_16": tlgemm.schedules.Schedule(block_k=16),
+    "bmm-streamk": tlgemm.schedules.Schedule().persistent().streamk(4),
+    "blockscaled-streamk": tlgemm.schedules.Schedule(block_k=128).persistent().streamk(4),
+    "blockscaled-block_k_64": tlgemm.schedules.Schedule(block_k=64),
+}
+TRITON_CASES = [(op, case) for op in OPS for case in TRITON_REJECTS]
+TRITON_CASES += [(case.split("-")[0], case) for case in TRITON_OP_REJECTS]
+
+
+@pytest.mark.parametrize("op, case", TRITON_CASES)
+@pytest.mark.parametrize("backend", ["triton", "auto"])
+def test_empty_problem_raises_the_triton_schedule_error(monkeypatch, backend, op, case):
+    """CPU tensors dispatched as on an A100 reach the real Triton launcher, whose schedule rules
+    run before its device rule: an empty problem raises what the non-empty call raises."""
+    monkeypatch.setattr(api, "_kernel_target", lambda device: A100)
+    schedule = {**TRITON_REJECTS, **TRITON_OP_REJECTS}[case]
+    full = _error(lambda: _call(op, 64, 64, 256, backend=backend, schedule=schedule))
+    for M, N, K in EMPTY:
+        assert _error(lambda: _call(op, M, N, K, backend=backend, schedule=schedule)) == full
+    if op == "bmm":
+        assert _error(lambda: tlgemm.bmm(torch.randn(0, 64, 256, dtype=torch.bfloat16),
+                                         torch.randn(0, 256, 64, dtype=torch.bfloat16), backend=backend,
+                                         schedule=schedule)) == full
+
+
+TILELANG_REJECTS = {
+    "split_k": tlgemm.schedules.Schedule().splitk(2),
+    "chiplet": tlgemm.schedules.Schedule().chiplet(8),
+    "three_warpgroups": tlgemm.schedules.Schedule(num_warpgroups=3),
+    "one_stage": tlgemm.schedules.Schedule(num_stages=1),
+    "spilling_tile": tlgemm.schedules.Schedule(block_m=128, block_n=256),
+    "two_warpgroups_64_rows": tlgemm.schedules.Schedule(block_m=64, block_n=128, num_warpgroups=2),
+}
+TILELANG_BMM_REJECTS = {
+    "streamk": tlgemm.schedules.Schedule().persistent().streamk(4),
+    "swap_ab": tlgemm.schedules.Schedule(block_m=64).swap_ab(),
+    "cluster": tlgemm.schedules.Schedule().persistent().cluster(2),
+    "block_n_48": tlgemm.schedules.Schedule(block_n=48),
+}
+TILELANG_CASES = [(op, case) for op in ("matmul", "addmm", "bmm", "scaled_mm") for case in TILELANG_REJECTS]
+TILELANG_CASES += [("bmm", case) for case in TILELANG_BMM_REJECTS]
+
+
+@pytest.mark.parametrize("op, case", TILELANG_CASES)
+@pytest.mark.parametrize("backend", ["tilelang", "auto"])
+def test_empty_problem_raises_the_tilelang_schedule_error(monkeypatch, backend, op, case):
+    """The TileLang launcher's rules run on a GPU only; its kernel_source (no GPU) runs them for
+    [64, 256] @ [256, 64] as the launcher would (bmm: batched)."""
+    from tlgemm.tilelang import kernel_source
+
+    monkeypatch.setattr(api, "_kernel_target", lambda device: H100)
+    schedule = {**TILELANG_REJECTS, **TILELANG_BMM_REJECTS}[case]
+    dtype, out_dtype = (E4M3, None) if op == "scaled_mm" else (torch.bfloat16, torch.bfloat16)
+    full = _error(lambda: kernel_source(64, 64, 256, dtype, dtype, out_dtype, schedule, emit="tir",
+                                        batched=op == "bmm"))
+    for M, N, K in EMPTY:
+        assert _error(lambda: _call(op, M, N, K, backend=backend, schedule=schedule)) == full
+
+
+@pytest.mark.parametrize("backend", ["tilelang", "auto"])
+def test_empty_block_scaled_problem_checks_the_tilelang_block_scaled_rules(monkeypatch, backend):
+    monkeypatch.setattr(api, "_kernel_target", lambda device: H100)
+    for M, N, K in EMPTY:
+        with pytest.raises(ValueError, match=r"^schedule: block_k must be 128 \(the scale block along K\)"):
+            _call("blockscaled", M, N, K, backend=backend, schedule=tlgemm.schedules.Schedule(block_k=64))
+
+
+def test_empty_problem_off_gpu_checks_no_backend_rule_for_auto():
+    """CPU tensors without Triton's interpreter run no kernel: "auto" names no backend whose
+    rules apply, a named backend's still do."""
+    a, b = torch.randn(0, 128, dtype=torch.bfloat16), torch.randn(128, 64, dtype=torch.bfloat16)
+    split = tlgemm.schedules.Schedule().splitk(2)
+    assert tlgemm.matmul(a, b, schedule=split).shape == (0, 64)
+    with pytest.raises(ValueError, match=r"^schedule: split_k > 1 is not implemented by the Triton backend"):
+        tlgemm.matmul(a, b, backend="triton", schedule=split)
+    with pytest.raises(ValueError, match=r"^schedule: split_k > 1 is not implemented by the TileLang backend"):
+        tlgemm.matmul(a, b, backend="tilelang", schedule=split)
+
+
 @pytest.mark.parametrize("name, value, kind",
                          [("alpha", "2", "str"), ("beta", 1j, "complex"), ("alpha", None, "NoneType")])
 def test_addmm_alpha_beta_are_real_numbers(name, value, kind):

@@ -169,6 +169,21 @@ def _vector(name, v, lengths, dtypes, device, first="a"):
     return flat, (flat.stride(0) if flat.numel() > 1 else 0)
 
 
+def check_schedule(schedule, a_dtype: torch.dtype, *, batched: bool = False, blockscaled: bool = False) -> None:
+    """The launchers' rules for a schedule that need no sizes and no device, for ``a_dtype``
+    inputs (``batched``: bmm; ``blockscaled``: the block-scaled GEMMs)."""
+    if batched and not blockscaled and isinstance(schedule, Schedule) and schedule.streamk_tiles:
+        raise ValueError("schedule: streamk_tiles > 0 is not implemented for bmm (use a persistent schedule)")
+    _check_schedule(schedule)
+    if blockscaled:
+        if schedule.block_k != SCALE_BLOCK:
+            raise ValueError(f"schedule: block_k must be {SCALE_BLOCK} (the scale block along K), got {schedule.block_k}")
+        if schedule.streamk_tiles:
+            raise ValueError("schedule: streamk_tiles > 0 is not implemented for the block-scaled GEMM")
+    elif a_dtype.itemsize == 1 and schedule.block_k < 32:
+        raise ValueError(f"schedule: block_k must be >= 32 for 8-bit inputs, got {schedule.block_k}")
+
+
 def _check_schedule(schedule):
     if not isinstance(schedule, Schedule):
         raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
@@ -248,7 +263,6 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
     ndim = 3 if batched else 2
     _check_tensor("a", a, ndim)
     _check_tensor("b", b, ndim)
-    _check_schedule(schedule)
     if not isinstance(allow_tf32, bool):
         raise TypeError(f"allow_tf32: expected a bool, got {type(allow_tf32).__name__}")
     for name, t in (("a", a), ("b", b)):
@@ -260,8 +274,7 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
         raise ValueError(f"a, b: batch sizes differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"a, b: inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
-    if a.element_size() == 1 and schedule.block_k < 32:
-        raise ValueError(f"schedule: block_k must be >= 32 for 8-bit inputs, got {schedule.block_k}")
+    check_schedule(schedule, a.dtype, batched=batched)
     M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = a.shape[0] if batched else 1
     shape = (batch, M, N) if batched else (M, N)
@@ -457,8 +470,6 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
     strides; batch stride 0 broadcasts one matrix), same dtype rules as ``matmul``; scale_a,
     scale_b and bias are shared by every batch. One persistent launch over all B · tiles
     tiles (no Stream-K). Returns ``out`` [B, M, N]."""
-    if isinstance(schedule, Schedule) and schedule.streamk_tiles:
-        raise ValueError("schedule: streamk_tiles > 0 is not implemented for bmm (use a persistent schedule)")
     g = _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms, batched=True)
     if g.P:
         args = (g.a, g.b, g.out, *g.epilogue, g.batch, g.M, g.N, g.K, *g.a.stride(), *g.b.stride(),
@@ -530,11 +541,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     batch, M, N, K = blockscaled_problem(names, a, b, scale_a, scale_b, batched, _check_tensor)
     if schedule is None:
         schedule = default_blockscaled_schedule(M)
-    _check_schedule(schedule)
-    if schedule.block_k != SCALE_BLOCK:
-        raise ValueError(f"schedule: block_k must be {SCALE_BLOCK} (the scale block along K), got {schedule.block_k}")
-    if schedule.streamk_tiles:
-        raise ValueError("schedule: streamk_tiles > 0 is not implemented for the block-scaled GEMM")
+    check_schedule(schedule, a.dtype, blockscaled=True)
     shape = (*batch, M, N)
     if out is not None:
         _check_out(out, shape, out_dtype, ndim)
