@@ -518,12 +518,12 @@ def test_from_json_reports_a_case_in_several_runs_once(tmp_path, capsys):
     assert bench.main(["--from-json", *map(str, paths), "--markdown", str(md), "--no-plots"]) == 0
     out = capsys.readouterr().out
     assert out.count("square   bf16  4096x4096x4096") == 1 and "tlgemm Triton 0.717x (2)" in out
-    assert "note: run 2 replaces the earlier row of 1 cases: square bf16 4096x4096x4096 (Run 1)" in out
+    assert "note: run 2 replaces the earlier row of 1 case: square bf16 4096x4096x4096 (Run 1)" in out
     text = md.read_text()
     assert text.count("| 4096 | 4096 | 4096 |") == 1
     assert "| 4096 | 4096 | 4096 | 171.8 com | 700.0 88% |  | 350.0 0.50x 44% |" in text
     assert "| square | bf16 | - | 0.717x (2) |" in text
-    assert "## Run 2\n" in text and "- Replaces the earlier row of 1 cases: square bf16 4096x4096x4096 (Run 1)" in text
+    assert "## Run 2\n" in text and "- Replaces the earlier row of 1 case: square bf16 4096x4096x4096 (Run 1)" in text
     rows, replaced = bench.merge_rows(bench.load_runs(paths))
     assert [(r["M"], r["results"]["tlgemm-triton"]["tflops"]) for r in rows] == [
         (4096, 350), (8192, 700), (1, 15), (4096, 880)]

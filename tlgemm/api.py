@@ -722,33 +722,42 @@ def _empty(op, a, b, out, out_dtype, shape, backend, schedule):
 
 def _check_empty_schedule(op, a, b, N, out_dtype, backend, schedule) -> None:
     """An empty problem's schedule: the error a non-empty call with these dtypes raises by a
-    rule of the backend that needs no sizes, layout or GPU. Triton: its launchers'
-    ``check_schedule``; TileLang: ``make_spec`` and the kernel's context with both operands
-    K-major, bmm's ``_check_bmm_schedule``, the block-scaled ``blockscaled_spec``. Not
-    checked: shared memory, the grid (int32 tile walk, Stream-K's programs), lowering,
-    and TileLang's block_n no power of two with B MN-major.
-    "auto": the backend a non-empty call on a's device runs; none (nothing checked) where no
-    kernel runs (CPU without TRITON_INTERPRET=1, meta)."""
-    if backend == "auto":
-        target = _kernel_target(a.device)
-        if target is None:
-            return
+    rule of the backend that needs no sizes, layout or GPU (``_check_backend_schedule``). The
+    backend is resolved as a launch would on a's device (``_resolve_backend``: "auto" picks one,
+    a named one must be able to run there); where no kernel runs (CPU without
+    TRITON_INTERPRET=1, meta) "auto" checks nothing and a named backend its own rules."""
+    target = _kernel_target(a.device)
+    if target is not None:
         tf32 = a.dtype == torch.float32 and matmul_uses_tf32()
         backend = _resolve_backend(op, N, a.shape[-1], a.dtype, out_dtype, backend, target, tf32)[0]
+    elif backend == "auto":
+        return
+    _check_backend_schedule(op, a.dtype, b.dtype, out_dtype, backend, schedule)
+
+
+@functools.lru_cache(maxsize=256)
+def _check_backend_schedule(op, a_dtype, b_dtype, out_dtype, backend, schedule) -> None:
+    """``backend``'s rules for ``schedule`` with these dtypes that need no sizes, layout or GPU.
+    Triton: its launchers' ``check_schedule``; TileLang: ``make_spec`` and the kernel's context
+    with both operands K-major, bmm's ``_check_bmm_schedule``, the block-scaled spec and its
+    context. Not checked: shared memory, the grid (int32 tile walk, Stream-K's programs),
+    lowering, and TileLang's block_n no power of two with B MN-major. Cached when it passes
+    (building a TileLang context costs about 80 us: empty problems come in loops, e.g. over
+    experts that got no tokens); an error raises again each time."""
     if backend == "triton":
         from tlgemm.triton.launch import check_schedule
 
-        check_schedule(schedule, a.dtype, batched=op == "bmm", blockscaled=op == "blockscaled")
+        check_schedule(schedule, a_dtype, batched=op == "bmm", blockscaled=op == "blockscaled")
         return
     from tlgemm.tilelang import launch
 
     # num_sms=1: the specs' grid bound, which no rule checked here reads
     if op == "blockscaled":
-        launch.blockscaled_spec(a.dtype, b.dtype, out_dtype, schedule, num_sms=1)
+        launch.blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms=1).context()
         return
     if op == "bmm":
         launch._check_bmm_schedule(schedule)
-    launch.make_spec(a.dtype, b.dtype, out_dtype, schedule, num_sms=1).context()
+    launch.make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms=1).context()
 
 
 _SCALARS: dict[tuple[float, torch.device], torch.Tensor] = {}

@@ -1031,6 +1031,11 @@ def merge_rows(runs: Sequence[dict]) -> tuple[list[dict], list[list[str]]]:
     return [row for _, row in merged.values()], replaced
 
 
+def _cases(items: Sequence[str]) -> str:
+    """"1 case", "3 cases"."""
+    return f"{len(items)} case" + ("" if len(items) == 1 else "s")
+
+
 def _first_few(items: Sequence[str], count: int = 4) -> str:
     """"a, b, c, d and 3 more"."""
     more = f" and {len(items) - count} more" if len(items) > count else ""
@@ -1211,7 +1216,7 @@ def markdown(runs: Sequence[dict], plots: dict[str, list[str]] | None = None) ->
     for i, run in enumerate(runs):
         out += ([f"## Run {i + 1}"] if len(runs) > 1 else ["## Run"]) + _md_env(run)
         if replaced[i]:
-            out.append(f"- Replaces the earlier row of {len(replaced[i])} cases: {_first_few(replaced[i])}")
+            out.append(f"- Replaces the earlier row of {_cases(replaced[i])}: {_first_few(replaced[i])}")
         out.append("")
     out += ["## Geomean ratio to cuBLAS", ""]
     body = [[s, d] + [f"{g:.3f}x ({n})" if g else "-" for k in others for g, n in [table[k]]]
@@ -1407,7 +1412,7 @@ def report(runs: Sequence[dict], markdown_path: pathlib.Path | None, plots_dir: 
     print(summary_text(rows))
     for i, run in enumerate(runs):
         if replaced[i]:
-            print(f"note: run {i + 1} replaces the earlier row of {len(replaced[i])} cases: {_first_few(replaced[i])}")
+            print(f"note: run {i + 1} replaces the earlier row of {_cases(replaced[i])}: {_first_few(replaced[i])}")
         if run["options"].get("reduced"):
             print(f"note: reduced run ({run['options']['reduced']})")
         if run.get("skipped"):

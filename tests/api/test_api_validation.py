@@ -394,12 +394,36 @@ def test_empty_problem_raises_the_tilelang_schedule_error(monkeypatch, backend, 
         assert _error(lambda: _call(op, M, N, K, backend=backend, schedule=schedule)) == full
 
 
+TILELANG_BLOCKSCALED_REJECTS = {
+    "block_k_64": tlgemm.schedules.Schedule(block_k=64),
+    "one_stage": tlgemm.schedules.Schedule(block_k=128, num_stages=1),
+    "three_warpgroups": tlgemm.schedules.Schedule(block_k=128, num_warpgroups=3),
+    "two_warpgroups_64_rows": tlgemm.schedules.Schedule(block_m=64, block_n=256, block_k=128, num_warpgroups=2),
+}
+
+
+@pytest.mark.parametrize("case", TILELANG_BLOCKSCALED_REJECTS)
 @pytest.mark.parametrize("backend", ["tilelang", "auto"])
-def test_empty_block_scaled_problem_checks_the_tilelang_block_scaled_rules(monkeypatch, backend):
+def test_empty_block_scaled_problem_checks_the_tilelang_block_scaled_rules(monkeypatch, backend, case):
+    """The block-scaled spec's rules and its kernel context's (warpgroups, stages, the
+    accumulator split), as building the kernel for [64, 256] x [64, 256]ᵀ raises them."""
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import blockscaled_spec
+
     monkeypatch.setattr(api, "_kernel_target", lambda device: H100)
+    schedule = TILELANG_BLOCKSCALED_REJECTS[case]
+    full = _error(lambda: blockscaled_gemm(blockscaled_spec(E4M3, E4M3, torch.bfloat16, schedule, 132)))
     for M, N, K in EMPTY:
-        with pytest.raises(ValueError, match=r"^schedule: block_k must be 128 \(the scale block along K\)"):
-            _call("blockscaled", M, N, K, backend=backend, schedule=tlgemm.schedules.Schedule(block_k=64))
+        assert _error(lambda: _call("blockscaled", M, N, K, backend=backend, schedule=schedule)) == full
+
+
+def test_empty_problem_names_a_backend_that_cannot_run_there(monkeypatch):
+    """backend="tilelang" off Hopper: the empty call raises the non-empty call's backend error."""
+    monkeypatch.setattr(api, "_kernel_target", lambda device: A100)
+    schedule = tlgemm.schedules.Schedule()
+    for M, N, K in ((64, 64, 256), *EMPTY):
+        with pytest.raises(ValueError, match=r"^backend: 'tilelang' cannot run this: "):
+            _call("matmul", M, N, K, backend="tilelang", schedule=schedule)
 
 
 def test_empty_problem_off_gpu_checks_no_backend_rule_for_auto():

@@ -128,3 +128,16 @@ def test_validated_plan_is_reused_per_signature(interp):
     assert len(plans) == 3
     with pytest.raises(ValueError, match=r"bias: expected 12 elements"):
         interp.triton.matmul(a, b, S, bias=torch.ones(8))
+
+
+def test_schedule_rules_come_before_the_tensor_rules_they_always_preceded():
+    """The launchers' order of checks: bmm's Stream-K rule before the tensors', the schedule's
+    type and backend rules before allow_tf32 and the dtypes (8-bit block_k after them)."""
+    a, b = torch.randn(2, 8, 16), torch.randn(3, 16, 8)
+    with pytest.raises(ValueError, match="streamk_tiles > 0 is not implemented for bmm"):
+        compiled.bmm(a, b, Schedule().persistent().streamk(4))
+    x, y = _ab(dtype=torch.float64)
+    with pytest.raises(TypeError, match="^schedule: expected a tlgemm.schedules.Schedule"):
+        compiled.matmul(x, y, None)
+    with pytest.raises(ValueError, match="^schedule: split_k > 1 is not implemented"):
+        compiled.matmul(*_ab(), Schedule().splitk(2), allow_tf32=1)

@@ -501,6 +501,13 @@ class BlockScaledSpec:
     a_read_once: bool = False
     b_read_once: bool = False
 
+    def context(self) -> BlockScaledContext:
+        """The kernel's context, its dtypes in WGMMA operand order: under swap-AB the WGMMA A
+        operand is B (the weights), so b_dtype comes first."""
+        swap = self.schedule.is_swap_ab
+        dtypes = (self.b_dtype, self.a_dtype) if swap else (self.a_dtype, self.b_dtype)
+        return BlockScaledContext(self.schedule, *dtypes, self.out_storage, tma_token_scales=self.tma_token_scales)
+
 
 def blockscaled_gemm(spec: BlockScaledSpec):
     """C = Σ_kb (A · Bᵀ)[:, :, kb] · scale_a[:, kb] · scale_b[n // 128, kb] (+ bias): A [M, K],
@@ -518,9 +525,7 @@ def blockscaled_gemm(spec: BlockScaledSpec):
     Split-K (``schedule.split_k``, unbatched): ``_walk_split``, a cluster of split_k programs
     a tile adding their parts in shared memory."""
     swap, clustered = spec.schedule.is_swap_ab, spec.schedule.cluster_m > 1
-    # under swap-AB the WGMMA A operand is B (the weights): the context takes the dtypes in WGMMA order
-    wgmma_dtypes = (spec.b_dtype, spec.a_dtype) if swap else (spec.a_dtype, spec.b_dtype)
-    ctx = BlockScaledContext(spec.schedule, *wgmma_dtypes, spec.out_storage, tma_token_scales=spec.tma_token_scales)
+    ctx = spec.context()
     a_storage, b_storage = (ctx.b_storage, ctx.a_storage) if swap else (ctx.a_storage, ctx.b_storage)
     M, N, K, NC = T.dynamic("M"), T.dynamic("N"), T.dynamic("K"), T.dynamic("NC")
     KB, NB, BATCH = T.dynamic("KB"), T.dynamic("NB"), T.dynamic("BATCH")

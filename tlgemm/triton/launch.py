@@ -171,17 +171,32 @@ def _vector(name, v, lengths, dtypes, device, first="a"):
 
 def check_schedule(schedule, a_dtype: torch.dtype, *, batched: bool = False, blockscaled: bool = False) -> None:
     """The launchers' rules for a schedule that need no sizes and no device, for ``a_dtype``
-    inputs (``batched``: bmm; ``blockscaled``: the block-scaled GEMMs)."""
-    if batched and not blockscaled and isinstance(schedule, Schedule) and schedule.streamk_tiles:
-        raise ValueError("schedule: streamk_tiles > 0 is not implemented for bmm (use a persistent schedule)")
+    inputs (``batched``: bmm; ``blockscaled``: the block-scaled GEMMs), in the order a
+    launcher checks them."""
+    if batched and not blockscaled:
+        _check_bmm_schedule(schedule)
     _check_schedule(schedule)
     if blockscaled:
-        if schedule.block_k != SCALE_BLOCK:
-            raise ValueError(f"schedule: block_k must be {SCALE_BLOCK} (the scale block along K), got {schedule.block_k}")
-        if schedule.streamk_tiles:
-            raise ValueError("schedule: streamk_tiles > 0 is not implemented for the block-scaled GEMM")
-    elif a_dtype.itemsize == 1 and schedule.block_k < 32:
+        _check_blockscaled_schedule(schedule)
+    else:
+        _check_block_k_for(schedule, a_dtype)
+
+
+def _check_bmm_schedule(schedule):
+    if isinstance(schedule, Schedule) and schedule.streamk_tiles:
+        raise ValueError("schedule: streamk_tiles > 0 is not implemented for bmm (use a persistent schedule)")
+
+
+def _check_block_k_for(schedule, a_dtype: torch.dtype):
+    if a_dtype.itemsize == 1 and schedule.block_k < 32:
         raise ValueError(f"schedule: block_k must be >= 32 for 8-bit inputs, got {schedule.block_k}")
+
+
+def _check_blockscaled_schedule(schedule):
+    if schedule.block_k != SCALE_BLOCK:
+        raise ValueError(f"schedule: block_k must be {SCALE_BLOCK} (the scale block along K), got {schedule.block_k}")
+    if schedule.streamk_tiles:
+        raise ValueError("schedule: streamk_tiles > 0 is not implemented for the block-scaled GEMM")
 
 
 def _check_schedule(schedule):
@@ -263,6 +278,7 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
     ndim = 3 if batched else 2
     _check_tensor("a", a, ndim)
     _check_tensor("b", b, ndim)
+    _check_schedule(schedule)
     if not isinstance(allow_tf32, bool):
         raise TypeError(f"allow_tf32: expected a bool, got {type(allow_tf32).__name__}")
     for name, t in (("a", a), ("b", b)):
@@ -274,7 +290,7 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
         raise ValueError(f"a, b: batch sizes differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"a, b: inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
-    check_schedule(schedule, a.dtype, batched=batched)
+    _check_block_k_for(schedule, a.dtype)
     M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = a.shape[0] if batched else 1
     shape = (batch, M, N) if batched else (M, N)
@@ -470,6 +486,7 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
     strides; batch stride 0 broadcasts one matrix), same dtype rules as ``matmul``; scale_a,
     scale_b and bias are shared by every batch. One persistent launch over all B · tiles
     tiles (no Stream-K). Returns ``out`` [B, M, N]."""
+    _check_bmm_schedule(schedule)
     g = _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms, batched=True)
     if g.P:
         args = (g.a, g.b, g.out, *g.epilogue, g.batch, g.M, g.N, g.K, *g.a.stride(), *g.b.stride(),
@@ -541,7 +558,8 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     batch, M, N, K = blockscaled_problem(names, a, b, scale_a, scale_b, batched, _check_tensor)
     if schedule is None:
         schedule = default_blockscaled_schedule(M)
-    check_schedule(schedule, a.dtype, blockscaled=True)
+    _check_schedule(schedule)
+    _check_blockscaled_schedule(schedule)
     shape = (*batch, M, N)
     if out is not None:
         _check_out(out, shape, out_dtype, ndim)
