@@ -715,24 +715,29 @@ def _empty(op, a, b, out, out_dtype, shape, backend, schedule):
     _check_backend(backend)
     _check_schedule(schedule)
     dtype = _result_dtype(op, a.dtype, b.dtype, out_dtype)
-    if schedule is not None:
-        _check_empty_schedule(op, a, b, shape[-1], dtype, backend, schedule)
+    _check_empty_schedule(op, a, b, shape[-1], dtype, backend, schedule)
     return torch.zeros(shape, dtype=dtype, device=a.device) if out is None else out.zero_()
 
 
 def _check_empty_schedule(op, a, b, N, out_dtype, backend, schedule) -> None:
-    """An empty problem's schedule: the error a non-empty call with these dtypes raises by a
-    rule of the backend that needs no sizes, layout or GPU (``_check_backend_schedule``). The
-    backend is resolved as a launch would on a's device (``_resolve_backend``: "auto" picks one,
-    a named one must be able to run there); where no kernel runs (CPU without
-    TRITON_INTERPRET=1, meta) "auto" checks nothing and a named backend its own rules."""
+    """An empty problem's backend and schedule: the error a non-empty call with these dtypes
+    raises by a rule that needs no sizes, layout or GPU. The backend is resolved as a launch
+    would on a's device (``_resolve_backend``: "auto" picks one, a named one must be able to
+    run there), then the schedule checked against its rules (``_check_backend_schedule``).
+    Where no kernel runs (CPU without TRITON_INTERPRET=1, meta) "auto" checks nothing and a
+    named backend its schedule rules, if it imports."""
     target = _kernel_target(a.device)
     if target is not None:
         tf32 = a.dtype == torch.float32 and matmul_uses_tf32()
         backend = _resolve_backend(op, N, a.shape[-1], a.dtype, out_dtype, backend, target, tf32)[0]
     elif backend == "auto":
         return
-    _check_backend_schedule(op, a.dtype, b.dtype, out_dtype, backend, schedule)
+    if schedule is None:
+        return
+    try:
+        _check_backend_schedule(op, a.dtype, b.dtype, out_dtype, backend, schedule)
+    except ImportError:  # no kernel target, and the named backend does not import here: no rules to check
+        return
 
 
 @functools.lru_cache(maxsize=256)

@@ -417,10 +417,11 @@ def test_empty_block_scaled_problem_checks_the_tilelang_block_scaled_rules(monke
         assert _error(lambda: _call("blockscaled", M, N, K, backend=backend, schedule=schedule)) == full
 
 
-def test_empty_problem_names_a_backend_that_cannot_run_there(monkeypatch):
-    """backend="tilelang" off Hopper: the empty call raises the non-empty call's backend error."""
+@pytest.mark.parametrize("schedule", [None, tlgemm.schedules.Schedule()], ids=["no_schedule", "schedule"])
+def test_empty_problem_names_a_backend_that_cannot_run_there(monkeypatch, schedule):
+    """backend="tilelang" off Hopper: the empty call raises the non-empty call's backend error,
+    with or without a schedule."""
     monkeypatch.setattr(api, "_kernel_target", lambda device: A100)
-    schedule = tlgemm.schedules.Schedule()
     for M, N, K in ((64, 64, 256), *EMPTY):
         with pytest.raises(ValueError, match=r"^backend: 'tilelang' cannot run this: "):
             _call("matmul", M, N, K, backend="tilelang", schedule=schedule)
