@@ -16,9 +16,10 @@ Devices  every tensor on one CUDA (or ROCm) device. CPU tensors are an error, ex
          TRITON_INTERPRET=1 (Triton's interpreter, for debugging) and for empty problems.
 Empty    M, N, K or the batch = 0: no kernel runs. The result is empty, or zeros when K = 0
          (addmm: beta·bias broadcast; scaled_mm: its bias broadcast). Checked before devices;
-         a schedule against the rules of the backend a non-empty call runs that need no sizes
-         and no GPU ("auto": the backend of the tensors' GPU or of Triton's interpreter; none
-         on other devices, where no kernel runs).
+         the backend as a non-empty call resolves it on the tensors' GPU or Triton's
+         interpreter (a named one must be able to run there), and a schedule against that
+         backend's rules that need no sizes and no GPU. On other devices, where no kernel runs,
+         "auto" names no backend and a named one's schedule rules alone apply.
 Layout   (the copy rule; explain() lists each copy) Triton: a matrix is read as it is when
          row-major or column-major (unit stride in one of its two dims, the other stride at
          least that dim's extent; any batch stride, 0 included, so an expanded batch costs no
