@@ -745,7 +745,7 @@ def _check_empty_schedule(op, a, b, N, out_dtype, backend, schedule) -> None:
 def _check_backend_schedule(op, a_dtype, b_dtype, out_dtype, backend, schedule) -> None:
     """``backend``'s rules for ``schedule`` with these dtypes that need no sizes, layout or GPU.
     Triton: its launchers' ``check_schedule``; TileLang: ``make_spec`` and the kernel's context
-    with both operands K-major, bmm's ``_check_bmm_schedule``, the block-scaled spec and its
+    with both operands K-major, bmm's ``check_bmm_schedule``, the block-scaled spec and its
     context. Not checked: shared memory, the grid (int32 tile walk, Stream-K's programs),
     lowering, and TileLang's block_n no power of two with B MN-major. Cached when it passes
     (building a TileLang context costs about 80 us: empty problems come in loops, e.g. over
@@ -762,7 +762,7 @@ def _check_backend_schedule(op, a_dtype, b_dtype, out_dtype, backend, schedule) 
         launch.blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms=1).context()
         return
     if op == "bmm":
-        launch._check_bmm_schedule(schedule)
+        launch.check_bmm_schedule(schedule)
     launch.make_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms=1).context()
 
 

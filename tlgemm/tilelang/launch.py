@@ -64,7 +64,7 @@ from .kernels import KernelSpec, build, schedule_trace_kernel
 from .stages import BlockScaledContext
 
 __all__ = ["matmul", "persistent_matmul", "streamk_matmul", "bmm", "schedule_trace", "kernel_source", "make_spec",
-           "cached_launch",
+           "cached_launch", "check_bmm_schedule",
            "blockscaled_matmul", "blockscaled_bmm", "blockscaled_spec", "default_blockscaled_schedule",
            "blockscaled_stages_that_fit", "operands_read_once", "read_once", "PASS_CONFIGS",
            "BLOCKSCALED_PASS_CONFIGS"]
@@ -512,7 +512,9 @@ def matmul(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=No
                     num_sms=num_sms)
 
 
-def _check_bmm_schedule(schedule: Schedule) -> None:
+def check_bmm_schedule(schedule: Schedule) -> None:
+    """The batched kernel's rule for a schedule (it needs no sizes or GPU: the API checks it for
+    an empty bmm too)."""
     if schedule.streamk_tiles or schedule.is_swap_ab or schedule.cluster_m > 1 or not schedule.has_pow2_block_n:
         raise ValueError("schedule: bmm runs the persistent kernel (no Stream-K, swap-AB or clusters; block_n a "
                          "power of two)")
@@ -526,7 +528,7 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
     (batch stride = one matrix, as TMA's 3-D box walks it): any other batch stride, a
     broadcast (stride 0) one included, is copied once. Returns ``out`` [B, M, N]."""
     if isinstance(schedule, Schedule):
-        _check_bmm_schedule(schedule)
+        check_bmm_schedule(schedule)
     check_out_reads(out, (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b), ("bias", bias)))
     _check_tensor("a", a, 3)
     _check_tensor("b", b, 3)
@@ -604,7 +606,7 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
         sms = schedule.num_sms
     _check_streamk_programs(schedule, sms, num_sms)
     if batched:
-        _check_bmm_schedule(schedule)
+        check_bmm_schedule(schedule)
     rows, cols, swap = M, N, schedule.is_swap_ab
     if swap:  # launched as the plain schedule on Cᵀ = Bᵀ·Aᵀ, as ``_new_launch`` does
         rows, cols, a_dtype, b_dtype = N, M, b_dtype, a_dtype

@@ -66,7 +66,7 @@ from .shim import interpreting
 
 __all__ = [
     "matmul", "persistent_matmul", "streamk_matmul", "bmm", "cached_launch", "blockscaled_matmul", "blockscaled_bmm",
-    "schedule_trace", "operand_ring_bytes", "check_shared_memory", "shared_memory_limit",
+    "schedule_trace", "operand_ring_bytes", "check_shared_memory", "check_schedule", "shared_memory_limit",
     "default_blockscaled_schedule", "SCALE_BLOCK", "loads_as_vectors",
 ]
 
