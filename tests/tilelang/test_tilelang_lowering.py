@@ -773,6 +773,23 @@ def test_blockscaled_kernel_lowers_in_clusters():
     assert re.search(r"\.arrive\(rank\w*\);", src)
 
 
+
+def test_clustered_blockscaled_kernel_lowers_with_a_block_n_that_straddles_scale_blocks():
+    """64x144x128 under raster n in a 2-CTA cluster: A multicast, tiles straddling two
+    weight-scale blocks. TileLang's ThreadSync refused it ("2 participating threads") while the
+    consumers stored under the cluster round's ``stores`` predicate itself; tested as a bound
+    register (``GemmContext.bind_round_flag``) it lowers, the predicate evaluated once a round."""
+    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import blockscaled_spec
+
+    schedule = Schedule(block_m=64, block_n=144, block_k=128, raster="n").persistent(132).cluster(2)
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
+    src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
+    assert re.search(r"tl::tma_load_multicast\(A_desc, ", src) and "tma_load_multicast(B_desc" not in src
+    assert src.count("kFloat8_e4m3, tl::DataType::kFloat32, 64, 144, 32,") == 4
+    assert src.count("tl::cluster_sync();") == 2
+
 @pytest.mark.parametrize("swap", [False, True])
 def test_blockscaled_token_scales_by_tma(swap):
     """tma_token_scales: one TMA copy per K block brings the tile's token scales (128 of

@@ -385,7 +385,7 @@ class GemmContext:
         self.tile_n = T.alloc_var("int32", init=0)
         self.tile_b = T.alloc_var("int32", init=0)
         self.local_tiles = T.alloc_var("int32", init=0)  # this program's tile count (kernels._walk_tiles)
-        self.shared = T.alloc_var("int32", init=0) if self.cluster_size > 1 else None
+        self.round_flag = T.alloc_var("int32", init=0) if self.cluster_size > 1 else None
         T.annotate_layout({self.a_smem: em.a_shared_layout.expand([S]), self.b_smem: em.b_shared_layout.expand([S]),
                            self.acc: self.accum_layout()})
         if registers:
@@ -422,17 +422,20 @@ class GemmContext:
         """The Tile in the tile registers (``set_tile``), e.g. after branches that each set one."""
         return Tile(self.tile_m[0], self.tile_n[0], self.block_m, self.block_n, self.tile_b[0] if batched else None)
 
-    def bind_shared(self, shared):
-        """A cluster round's ``shared`` predicate (``ScheduleContext.cluster_round``)
-        evaluated once into a register: which operand it names is multicast (B under raster
-        "m", A under raster "n"); the producer tests it per K-iteration."""
+    def bind_round_flag(self, predicate):
+        """A cluster round's predicate (``ScheduleContext.cluster_round``) evaluated once into a
+        register and tested as ``flag == 1``. The producer binds ``shared``, which names the
+        operand to multicast (B under raster "m", A under raster "n") and is tested per
+        K-iteration. The consumers bind ``stores``. Under the predicate itself, tilelang 0.1.15's
+        ThreadSync counted the threads of the barrier that it puts before the staging stores as
+        2, and refused the kernel (block-scaled 64x144x128, raster "n", a 2-CTA cluster)."""
 
         @T.macro
         def _bind(flag):
-            flag = T.Select(shared, 1, 0)
+            flag = T.Select(predicate, 1, 0)
 
-        _bind(self.shared)
-        return self.shared[0] == 1
+        _bind(self.round_flag)
+        return self.round_flag[0] == 1
 
     def release(self, slot):
         """Consumer side: hand ring slot ``slot`` back to the producer: the first thread of
@@ -485,7 +488,7 @@ class GemmContext:
     def produce(self, tensorA: InputView, tensorB: InputView, tile: Tile, k_begin, k_end, shared=None):
         """Producer side of ``reduce_axis``: its first warp TMA-loads the K-iterations' tiles
         into the ring (call from producer threads only). In a cluster, where the predicate
-        ``shared`` holds (``bind_shared``), the operand the cluster's two tiles share is
+        ``shared`` holds (``bind_round_flag``), the operand the cluster's two tiles share is
         multicast (``InputView.load``): B under raster "m", A under raster "n"."""
         S, bm, bn, bk = self.num_stages, self.block_m, self.block_n, self.block_k
         multicast_a, multicast_b = (None, shared) if self.schedule.raster == "m" else (shared, None)
