@@ -64,6 +64,22 @@ def test_plan_cases_dtypes_and_drops():
     assert cases == [bench.Case("custom", "bf16", 3, 5, 7)]
 
 
+def test_plan_cases_measures_a_repeated_case_once():
+    """A shape, set or dtype named twice is one case, in its first place, and a note says so
+    (once per case); a repeated shape that block scaling drops is noted as dropped once."""
+    cases, notes = bench.plan_cases([], ["bf16", "fp8", "bf16"], shapes=((3, 5, 7), (8, 8, 8), (3, 5, 7)))
+    assert [(c.dtype, c.shape) for c in cases] == [("bf16", "3x5x7"), ("bf16", "8x8x8"), ("fp8", "3x5x7"),
+                                                   ("fp8", "8x8x8")]
+    assert notes == ["the repeat of custom bf16 3x5x7 (named more than once, measured once)",
+                     "the repeat of custom fp8 3x5x7 (named more than once, measured once)",
+                     "the repeat of custom bf16 8x8x8 (named more than once, measured once)"]
+    cases, _ = bench.plan_cases(["square", "square"], ["bf16"])
+    assert len(cases) == len(bench.SHAPE_SETS["square"])
+    cases, notes = bench.plan_cases([], ["fp8-block"], shapes=((128, 256, 200), (128, 256, 200)))
+    assert cases == [] and notes == ["custom 128x256x200: fp8-block needs K a multiple of 128; dropped",
+                                     "the repeat of custom fp8-block 128x256x200 (named more than once, measured once)"]
+
+
 def test_parse_shapes():
     assert bench.parse_shapes("1x2x3, 4X5X6") == ((1, 2, 3), (4, 5, 6))
     for bad in ("1x2", "1x2x0", "axbxc", "1x2x3x4"):
@@ -518,18 +534,59 @@ def test_from_json_reports_a_case_in_several_runs_once(tmp_path, capsys):
     assert bench.main(["--from-json", *map(str, paths), "--markdown", str(md), "--no-plots"]) == 0
     out = capsys.readouterr().out
     assert out.count("square   bf16  4096x4096x4096") == 1 and "tlgemm Triton 0.717x (2)" in out
-    assert "note: run 2 replaces the earlier row of 1 case: square bf16 4096x4096x4096 (Run 1)" in out
+    assert ("note: run 2 replaces the earlier row of 1 case: square bf16 4096x4096x4096 (Run 1; its tlgemm TileLang, "
+            "TileLang T.gemm, Triton tutorial results dropped)") in out
     text = md.read_text()
     assert text.count("| 4096 | 4096 | 4096 |") == 1
     assert "| 4096 | 4096 | 4096 | 171.8 com | 700.0 88% |  | 350.0 0.50x 44% |" in text
     assert "| square | bf16 | - | 0.717x (2) |" in text
-    assert "## Run 2\n" in text and "- Replaces the earlier row of 1 case: square bf16 4096x4096x4096 (Run 1)" in text
+    assert "## Run 2\n" in text and "- Replaces the earlier row of 1 case: square bf16 4096x4096x4096 (Run 1; " in text
     rows, replaced = bench.merge_rows(bench.load_runs(paths))
     assert [(r["M"], r["results"]["tlgemm-triton"]["tflops"]) for r in rows] == [
         (4096, 350), (8192, 700), (1, 15), (4096, 880)]
-    assert replaced == [[], ["square bf16 4096x4096x4096 (Run 1)"]]
+    assert replaced == [[], ["square bf16 4096x4096x4096 (Run 1; its tlgemm TileLang, TileLang T.gemm, Triton "
+                             "tutorial results dropped)"]]
     assert bench.geomean_table(rows)[("square", "bf16")]["tlgemm-triton"] == (
         pytest.approx(math.sqrt(350 / 700 * 700 / 680)), 2)
+
+
+def test_from_json_names_the_implementations_a_replacing_row_lacks(tmp_path, capsys):
+    """A re-run with fewer implementations replaces the whole row; the note names the earlier
+    results that the merged report no longer shows (a skipped one is not named)."""
+    first, second = _synthetic_run(), _synthetic_run()
+    case = bench.Case("square", "bf16", 8192, 8192, 8192)
+    second["rows"] = [bench._row(case, PEAKS, 2, {"cublas": _ok(case, 690), "tlgemm-triton": _ok(case, 701)})]
+    first["rows"][1]["results"]["triton-tutorial"] = {"status": "skipped"}
+    rows, replaced = bench.merge_rows([first, second])
+    assert replaced == [[], ["square bf16 8192x8192x8192 (Run 1; its tlgemm TileLang, TileLang T.gemm results dropped)"]]
+    assert sorted(rows[1]["results"]) == ["cublas", "tlgemm-triton"]
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda run: run["environment"].update(gpu="NVIDIA H200"),
+     "measured on NVIDIA H200, {a} on NVIDIA H100 80GB HBM3; runs on different GPUs are not one table"),
+    (lambda run: run["options"].update(fast_accum=True),
+     "its fp8 rows time cuBLAS with use_fast_accum=True, {a}'s with use_fast_accum=False; their ratios are not "
+     "one table"),
+])
+def test_from_json_refuses_runs_that_are_not_one_table(change, expected, tmp_path, capsys):
+    """Runs from different GPUs, or fp8 rows against cuBLAS with and without use_fast_accum, are
+    refused with the two files named; fast accumulation does not matter where one run has no
+    fp8 rows."""
+    first, second = _synthetic_run(), _synthetic_run()
+    change(second)
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    for path, run in zip(paths, (first, second)):
+        bench.write_json(path, run)
+    assert bench.main(["--from-json", *map(str, paths), "--no-plots", "--out", str(tmp_path / "out")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"tlgemm bench: error: --from-json {paths[1]}: " + expected.format(a=paths[0]) + \
+        ": report each on its own\n"
+    bf16_only = _synthetic_run()
+    bf16_only["rows"] = [r for r in bf16_only["rows"] if r["dtype"] == "bf16"]
+    bf16_only["options"]["fast_accum"] = True
+    bench.write_json(paths[1], bf16_only)
+    assert bench.main(["--from-json", *map(str, paths), "--no-plots", "--out", str(tmp_path / "out")]) == 0
 
 
 def _without(record: dict, key: str) -> dict:

@@ -181,17 +181,25 @@ def parse_shapes(text: str) -> tuple[tuple[int, int, int], ...]:
 
 
 def plan_cases(sets: Sequence[str], dtypes: Sequence[str], shapes=None) -> tuple[list[Case], list[str]]:
-    """The cases to run, in order, and notes on shapes dropped (block scaling needs K a
-    multiple of 128). ``shapes`` replaces the named sets by one set called "custom"."""
+    """The cases to run, in order, each once, and notes on shapes dropped (block scaling needs K
+    a multiple of 128) and on repeats (a shape, set or dtype named twice). ``shapes`` replaces
+    the named sets by one set called "custom"."""
     named = [("custom", shapes)] if shapes else [(s, SHAPE_SETS[s]) for s in sets]
-    cases, notes = [], []
+    cases, notes, seen, repeats = [], [], [], []
     for set_name, set_shapes in named:
         for dtype in SET_DTYPES.get(set_name, dtypes):
             for M, N, K in set_shapes:
+                case = Case(set_name, dtype, M, N, K)
+                if case in seen:
+                    if case not in repeats:
+                        repeats.append(case)
+                    continue
+                seen.append(case)
                 if DTYPES[dtype].blockscaled and K % SCALE_BLOCK:
                     notes.append(f"{set_name} {M}x{N}x{K}: {dtype} needs K a multiple of {SCALE_BLOCK}; dropped")
-                    continue
-                cases.append(Case(set_name, dtype, M, N, K))
+                else:
+                    cases.append(case)
+    notes += [f"the repeat of {c.set} {c.dtype} {c.shape} (named more than once, measured once)" for c in repeats]
     return cases, notes
 
 
@@ -1016,7 +1024,7 @@ def merge_rows(runs: Sequence[dict]) -> tuple[list[dict], list[list[str]]]:
     """The runs' rows with one per case (set, dtype, M, N, K), and per run the cases where its row
     replaced an earlier one. A case in several runs keeps the last run's row, whole (the ratios in
     a row stay those of one run), in the place of the first; a row left unrun (--budget) replaces
-    none."""
+    none. Where the earlier row timed implementations the later one did not, the note names them."""
     merged: dict[tuple, tuple[int, dict]] = {}
     replaced: list[list[str]] = [[] for _ in runs]
     for i, run in enumerate(runs):
@@ -1025,8 +1033,12 @@ def merge_rows(runs: Sequence[dict]) -> tuple[list[dict], list[list[str]]]:
             if key in merged:
                 if all(res.get("status") == "skipped" for res in row["results"].values()):
                     continue
+                earlier = merged[key][1]["results"]
+                dropped = [LABELS.get(k, k) for k, res in earlier.items()
+                           if k not in row["results"] and res.get("status") != "skipped"]
+                lost = f"; its {', '.join(dropped)} results dropped" if dropped else ""
                 replaced[i].append(f"{row['set']} {row['dtype']} {row['M']}x{row['N']}x{row['K']} "
-                                   f"(Run {merged[key][0] + 1})")
+                                   f"(Run {merged[key][0] + 1}{lost})")
             merged[key] = (i, row)
     return [row for _, row in merged.values()], replaced
 
@@ -1405,6 +1417,23 @@ def _load_run(path: pathlib.Path) -> dict:
     return record
 
 
+def check_one_table(runs: Sequence[dict], paths: Sequence[pathlib.Path]) -> None:
+    """ValueError naming the files where runs to be reported together are not one table: measured
+    on different GPUs, or with fp8 rows in both whose cuBLAS reference differs in
+    ``--fast-accum`` (its per-tensor fp8 call with and without use_fast_accum)."""
+    first, first_path = runs[0], paths[0]
+    for run, path in zip(runs[1:], paths[1:]):
+        gpu, first_gpu = run["environment"]["gpu"], first["environment"]["gpu"]
+        if gpu != first_gpu:
+            raise ValueError(f"{path}: measured on {gpu}, {first_path} on {first_gpu}; runs on different GPUs are "
+                             "not one table: report each on its own")
+        fp8 = [any(row["dtype"] == "fp8" for row in r["rows"]) for r in (first, run)]
+        accum = [bool(r["options"].get("fast_accum")) for r in (first, run)]
+        if all(fp8) and accum[0] != accum[1]:
+            raise ValueError(f"{path}: its fp8 rows time cuBLAS with use_fast_accum={accum[1]}, {first_path}'s with "
+                             f"use_fast_accum={accum[0]}; their ratios are not one table: report each on its own")
+
+
 def report(runs: Sequence[dict], markdown_path: pathlib.Path | None, plots_dir: pathlib.Path | None) -> None:
     """Print the table and summary; write the Markdown and the plots (one row per case: ``merge_rows``)."""
     rows, replaced = merge_rows(runs)
@@ -1503,7 +1532,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     output.add_argument("--from-json", type=pathlib.Path, nargs="+", default=None, metavar="JSON",
                         help="no measuring: print and write Markdown/plots from earlier runs; several are merged, "
                              "one row per case (set, dtype, MxNxK): a case in more than one keeps the row of the "
-                             "last file that ran it (a row the --budget left unrun replaces none)")
+                             "last file that ran it (a row the --budget left unrun replaces none); the files must "
+                             "come from one GPU, and fp8 rows from one --fast-accum setting")
     return parser
 
 
@@ -1527,6 +1557,7 @@ def run(args, command: str) -> int:
     if args.from_json:
         try:
             runs = load_runs(args.from_json)
+            check_one_table(runs, args.from_json)
         except ValueError as err:
             print(f"tlgemm bench: error: --from-json {err}", file=sys.stderr)
             return 2
