@@ -29,3 +29,20 @@ def test_a_zero_reference_takes_an_exact_match():
     with pytest.raises(AssertionError, match="relative Frobenius error inf"):
         assert_gemm_close(torch.full((1, 3), 5e-3, dtype=torch.float16), zeros, torch.float16)
     assert relative_error(torch.tensor([3.0, 4.0]), torch.tensor([0.0, 4.0])) == pytest.approx(0.75)
+
+
+def test_block_scaled_fp8_takes_the_16_bit_bound():
+    """Block-scaled fp8 against its dequantised inputs is held to 1e-2 (its promotion leaves
+    float32 accumulation and output rounding); fp8's 5e-2 stays for everything else, and block
+    scaling names no other input type."""
+    from tlgemm.testing import tolerance
+
+    for fp8 in (torch.float8_e4m3fn, torch.float8_e5m2):
+        assert tolerance(fp8) == 5e-2 and tolerance(fp8, blockscaled=True) == 1e-2
+    ref = torch.ones(4, 4, dtype=torch.float64)
+    off = torch.full((4, 4), 1.02, dtype=torch.float32)
+    assert assert_gemm_close(off, ref, torch.float8_e4m3fn) == pytest.approx(0.02, rel=0.05)
+    with pytest.raises(AssertionError, match=r"error 2\.0\d+e-02 > 1e-02 for block-scaled torch\.float8_e4m3fn$"):
+        assert_gemm_close(off, ref, torch.float8_e4m3fn, blockscaled=True)
+    with pytest.raises(ValueError, match="block scaling takes fp8 inputs, got torch.bfloat16"):
+        tolerance(torch.bfloat16, blockscaled=True)

@@ -760,16 +760,17 @@ def _synchronize_or_abort(what: str) -> None:
 
 
 def check(fn: Callable[[Inputs], torch.Tensor], inp: Inputs, ref: torch.Tensor, dtype: torch.dtype,
-          what: str) -> float:
-    """Run fn once on a NaN-poisoned output and compare with the reference; returns the
-    relative error, raises AssertionError when the result is wrong or not fully written."""
+          what: str, blockscaled: bool = False) -> float:
+    """Run fn once on a NaN-poisoned output and compare with the reference (``blockscaled``: the
+    product of the dequantised inputs, block-scaled fp8's bound); returns the relative error,
+    raises AssertionError when the result is wrong or not fully written."""
     inp.out.fill_(float("nan"))
     if inp.out.is_cuda:
         poison_allocator(inp.out.shape, inp.out.dtype, inp.out.device)
     result = fn(inp)
     if result.is_cuda:
         torch.cuda.synchronize()
-    return assert_gemm_close(result, ref, dtype, what=what)
+    return assert_gemm_close(result, ref, dtype, blockscaled=blockscaled, what=what)
 
 
 def bench_rotating(fn: Callable[[Inputs], object], sets: Sequence[Inputs], warmup_ms: float, rep_ms: float) -> float:
@@ -858,7 +859,8 @@ def measure_impl(impl: Impl, case: Case, sets: Sequence[Inputs], ref: torch.Tens
         return {"status": "fail", "reason": _one_line(err)}
     entry = {"info": prepared.info}
     try:
-        entry["error"] = check(prepared.fn, sets[0], ref, DTYPES[case.dtype].torch_in, what)
+        entry["error"] = check(prepared.fn, sets[0], ref, DTYPES[case.dtype].torch_in, what,
+                               DTYPES[case.dtype].blockscaled)
     except AssertionError as err:
         return {**entry, "status": "incorrect", "reason": str(err)}
     except Exception as err:  # noqa: BLE001

@@ -68,7 +68,7 @@ SCRIPT = textwrap.dedent(r"""
         deq_a = a.double() * sa.double().repeat_interleave(128, 1)
         deq_w = w.double() * sb.double().repeat_interleave(128, 0).repeat_interleave(128, 1)
         out = tlgemm.scaled_mm(a, w.t(), sa, sb, out=poisoned((M, N), torch.float32, "cpu"))
-        assert_gemm_close(out, deq_a @ deq_w.T, E4M3, what="scaled_mm block-wise")
+        assert_gemm_close(out, deq_a @ deq_w.T, E4M3, blockscaled=True, what="scaled_mm block-wise")
 
     a = torch.ones(4, 16, dtype=torch.float16)
     b = torch.full((16, 8), -1000.0, dtype=torch.float16)
