@@ -774,21 +774,31 @@ def test_blockscaled_kernel_lowers_in_clusters():
 
 
 
-def test_clustered_blockscaled_kernel_lowers_with_a_block_n_that_straddles_scale_blocks():
-    """64x144x128 under raster n in a 2-CTA cluster: A multicast, tiles straddling two
-    weight-scale blocks. TileLang's ThreadSync refused it ("2 participating threads") while the
-    consumers stored under the cluster round's ``stores`` predicate itself; tested as a bound
-    register (``GemmContext.bind_round_flag``) it lowers, the predicate evaluated once a round."""
+@pytest.mark.parametrize("raster", ["m", "n"])
+@pytest.mark.parametrize("schedule", [
+    Schedule(block_m=64, block_n=144, block_k=128, num_stages=3),
+    Schedule(block_m=256, block_n=128, block_k=128, num_stages=3, num_warpgroups=2),
+    Schedule(block_m=64, block_n=32, block_k=128, num_stages=6).swap_ab(),
+], ids=str)
+def test_clustered_blockscaled_kernel_predicates_only_its_tma_store(schedule, raster):
+    """A 2-CTA cluster's round without a tile of this CTA's own stages its tile but issues no
+    TMA store (``OutputView.store``'s ``writes``, the round's bound ``stores`` flag). With the
+    whole store under the round's predicate, TileLang's ThreadSync refused 64x144 under raster
+    n ("2 participating threads") and with the flag as that predicate 256x128 row waves under
+    raster n ("1 participating threads")."""
     from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
     from tlgemm.tilelang.kernels import blockscaled_gemm
     from tlgemm.tilelang.launch import blockscaled_spec
 
-    schedule = Schedule(block_m=64, block_n=144, block_k=128, raster="n").persistent(132).cluster(2)
+    schedule = dataclasses.replace(schedule, raster=raster).persistent(5).cluster(2)
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
     src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
-    assert re.search(r"tl::tma_load_multicast\(A_desc, ", src) and "tma_load_multicast(B_desc" not in src
-    assert src.count("kFloat8_e4m3, tl::DataType::kFloat32, 64, 144, 32,") == 4
-    assert src.count("tl::cluster_sync();") == 2
+    assert src.count("tl::tma_store(") == 1 and src.count("tl::cluster_sync();") == 2
+    flag = re.search(r"if \((\w+) == 1\) \{\s*if \(tl::tl_shuffle_elect<\d+>\(\)\) \{\s*(#pragma unroll\s*for [^{]*\{\s*)?"
+                     r"tl::tma_store\(", src)
+    assert flag, "the TMA store is predicated on the round's flag"
+    assert re.search(rf"{flag.group(1)} = \(\(", src), "the flag is set once a round"
+
 
 @pytest.mark.parametrize("swap", [False, True])
 def test_blockscaled_token_scales_by_tma(swap):

@@ -231,8 +231,7 @@ def _walk_cluster_rounds(ctx: GemmContext, sched: ScheduleContext, tensorC, prod
                 own, _, stores = sched.cluster_round(t)
                 tile = ctx.bind_tile(own)
                 consume(tile)
-                if ctx.bind_round_flag(stores):
-                    tensorC.store(ctx, tile, **store)
+                tensorC.store(ctx, tile, writes=ctx.bind_round_flag(stores), **store)
             tensorC.drain(ctx)
         T.cluster_sync()
 

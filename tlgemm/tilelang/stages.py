@@ -197,7 +197,7 @@ class OutputView:
         self.buffer, self.M, self.N = buffer, M, N
 
     def store(self, ctx, tile: Tile, scale: ScaleView | None = None, bias: BiasView | None = None,
-              partials=None):
+              partials=None, writes=None):
         """Write the tile: value → scale → bias → convert, chunk by chunk.
 
         The value is the accumulator, plus with ``partials = (workspace, first, stop)`` the
@@ -206,6 +206,11 @@ class OutputView:
         The accumulator is only read: ptxas serialises every wgmma of a kernel in which
         non-wgmma instructions define accumulator registers (its warning C7515), so the
         epilogue works on a chunk-sized copy.
+        ``writes``: a predicate; where it is false the tile is staged but no TMA store writes it
+        to C (a cluster round without a tile of this CTA's own). Only the store's issue is
+        predicated: tilelang 0.1.15's ThreadSync puts a barrier before the staging stores and
+        counts its threads under any enclosing predicate, getting 1 or 2 of 256 for the
+        cluster's round predicates, and then refuses the kernel.
         """
         acc, c_smem, buf, out = ctx.acc, ctx.c_smem, self.buffer, ctx.out_chunk
         bm, bn, accum, consumers = ctx.block_m, ctx.block_n, ctx.accum_storage, ctx.consumer_threads
@@ -256,7 +261,10 @@ class OutputView:
                     stage(c)
                     T.fence_proxy_async()
                     T.sync_threads(CONSUMER_BARRIER, consumers)
-                    T.tma_copy(c_smem[c % buffers, :, :], region(c))
+                    if writes is None:
+                        T.tma_copy(c_smem[c % buffers, :, :], region(c))
+                    elif writes:
+                        T.tma_copy(c_smem[c % buffers, :, :], region(c))
 
         return _store()
 
@@ -426,9 +434,8 @@ class GemmContext:
         """A cluster round's predicate (``ScheduleContext.cluster_round``) evaluated once into a
         register and tested as ``flag == 1``. The producer binds ``shared``, which names the
         operand to multicast (B under raster "m", A under raster "n") and is tested per
-        K-iteration. The consumers bind ``stores``. Under the predicate itself, tilelang 0.1.15's
-        ThreadSync counted the threads of the barrier that it puts before the staging stores as
-        2, and refused the kernel (block-scaled 64x144x128, raster "n", a 2-CTA cluster)."""
+        K-iteration. The consumers bind ``stores``, which predicates the TMA store of the round's
+        tile (``OutputView.store``'s ``writes``)."""
 
         @T.macro
         def _bind(flag):
