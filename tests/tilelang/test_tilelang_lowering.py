@@ -761,13 +761,13 @@ def test_blockscaled_kernel_lowers_in_clusters():
     """cluster_m = 2: a 2-CTA launch whose rank 0 multicasts B (raster m) into both CTAs' ring
     slots, each consumer warpgroup releasing every slot on both CTAs (2 warpgroups x 2 ranks
     arrivals), a cluster barrier before exit."""
-    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
+    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda, pass_configs_for
     from tlgemm.tilelang.kernels import blockscaled_gemm
     from tlgemm.tilelang.launch import blockscaled_spec
 
     schedule = Schedule(block_m=128, block_n=128, block_k=128, num_stages=5, num_warpgroups=2).persistent(132)
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule.cluster(2), 132)
-    src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
+    src = lower_to_cuda(blockscaled_gemm(spec), pass_configs_for(schedule.cluster(2), BLOCKSCALED_PASS_CONFIGS))
     assert re.search(r"tl::tma_load_multicast\(B_desc, ", src) and "tma_load_multicast(A_desc" not in src
     assert src.count(".init(4);") == 5 and src.count("tl::cluster_sync();") == 2
     assert re.search(r"\.arrive\(rank\w*\);", src)
@@ -776,28 +776,48 @@ def test_blockscaled_kernel_lowers_in_clusters():
 
 @pytest.mark.parametrize("raster", ["m", "n"])
 @pytest.mark.parametrize("schedule", [
-    Schedule(block_m=64, block_n=144, block_k=128, num_stages=3),
-    Schedule(block_m=256, block_n=128, block_k=128, num_stages=3, num_warpgroups=2),
-    Schedule(block_m=64, block_n=32, block_k=128, num_stages=6).swap_ab(),
+    Schedule(block_m=64, block_n=144, block_k=128, num_stages=3).persistent(5),
+    Schedule(block_m=64, block_n=112, block_k=128, num_stages=3).persistent(9),
+    Schedule(block_m=256, block_n=128, block_k=128, num_stages=3, num_warpgroups=2).persistent(5),
+    Schedule(block_m=64, block_n=32, block_k=128, num_stages=6).swap_ab().persistent(9),
 ], ids=str)
-def test_clustered_blockscaled_kernel_predicates_only_its_tma_store(schedule, raster):
-    """A 2-CTA cluster's round without a tile of this CTA's own stages its tile but issues no
-    TMA store (``OutputView.store``'s ``writes``, the round's bound ``stores`` flag). With the
-    whole store under the round's predicate, TileLang's ThreadSync refused 64x144 under raster
-    n ("2 participating threads") and with the flag as that predicate 256x128 row waves under
-    raster n ("1 participating threads")."""
-    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
+def test_clustered_blockscaled_kernels_lower_without_threadsync(schedule, raster):
+    """2-CTA cluster kernels compile without TileLang's ThreadSync (``pass_configs_for``): with
+    it, 64x144 under raster n was refused (its barrier's threads counted as 2 of 128)."""
+    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda, pass_configs_for
     from tlgemm.tilelang.kernels import blockscaled_gemm
     from tlgemm.tilelang.launch import blockscaled_spec
 
-    schedule = dataclasses.replace(schedule, raster=raster).persistent(5).cluster(2)
+    schedule = dataclasses.replace(schedule, raster=raster).cluster(2)
+    assert pass_configs_for(schedule, BLOCKSCALED_PASS_CONFIGS)["tl.disable_thread_storage_sync"]
+    assert "tl.disable_thread_storage_sync" not in pass_configs_for(schedule.cluster(1), BLOCKSCALED_PASS_CONFIGS)
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
-    src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
+    src = lower_to_cuda(blockscaled_gemm(spec), pass_configs_for(schedule, BLOCKSCALED_PASS_CONFIGS))
     assert src.count("tl::tma_store(") == 1 and src.count("tl::cluster_sync();") == 2
-    flag = re.search(r"if \((\w+) == 1\) \{\s*if \(tl::tl_shuffle_elect<\d+>\(\)\) \{\s*(#pragma unroll\s*for [^{]*\{\s*)?"
-                     r"tl::tma_store\(", src)
-    assert flag, "the TMA store is predicated on the round's flag"
-    assert re.search(rf"{flag.group(1)} = \(\(", src), "the flag is set once a round"
+    assert re.search(r"tl::__sync_thread_partial\(9, (128|256)\);\s*#pragma unroll", src), \
+        "the consumers' named barrier orders the staging stores"
+
+
+def test_threadsync_adds_only_a_second_staging_barrier_to_a_cluster_kernel():
+    """What turning ThreadSync off removes from a 2-CTA cluster kernel that it can lower: the
+    barrier it puts right after the consumers' own named barrier before the staging stores,
+    nothing else."""
+    import difflib
+
+    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda, pass_configs_for
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import blockscaled_spec
+
+    schedule = Schedule(block_m=128, block_n=128, block_k=128, num_stages=4, num_warpgroups=2).persistent(132)
+    kernel = blockscaled_gemm(blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
+                                               schedule.cluster(2), 132))
+    with_pass = lower_to_cuda(kernel, BLOCKSCALED_PASS_CONFIGS).splitlines()
+    without = lower_to_cuda(kernel, pass_configs_for(schedule.cluster(2), BLOCKSCALED_PASS_CONFIGS)).splitlines()
+    removed = [(i, line) for i, line in enumerate(with_pass) if line not in without]
+    assert len(without) == len(with_pass) - 1 and [line.strip() for _, line in removed] == [
+        "tl::__sync_thread_partial(3, 256);"]
+    assert with_pass[removed[0][0] - 1].strip() == "tl::__sync_thread_partial(9, 256);"
+    assert list(difflib.unified_diff(with_pass[:removed[0][0]] + with_pass[removed[0][0] + 1:], without)) == []
 
 
 @pytest.mark.parametrize("swap", [False, True])

@@ -96,6 +96,20 @@ PASS_CONFIGS = {"tl.disable_warp_specialized": True}
 BLOCKSCALED_PASS_CONFIGS = {**PASS_CONFIGS, "tl.disable_safe_memory_legalize": True}
 
 
+def pass_configs_for(schedule, base: dict = PASS_CONFIGS) -> dict:
+    """``base``, and for a 2-CTA cluster kernel (``schedule.cluster_m`` > 1) without TileLang's
+    ThreadSync pass. Its shared memory is ordered by the kernel's own mbarriers and the consumers'
+    named barrier around the output staging (``OutputView.store``); all the pass adds to a
+    cluster kernel is a second barrier right after that one. Under the cluster walk's round
+    predicate tilelang 0.1.15 counts that barrier's threads with a Z3 enumeration, which gave 2
+    of 128 for block-scaled 64x144 tiles under raster "n", and then refuses the kernel. Two
+    rewrites of the predicate (bound to a register; predicating only the TMA store) moved the
+    miscount to other tiles (1 of 256 for 256x128 row waves, 111 of 128 for 64x112)."""
+    if schedule.cluster_m > 1:
+        return {**base, "tl.disable_thread_storage_sync": True}
+    return base
+
+
 def lower_to_cuda(func, pass_configs=None) -> str:
     """CUDA source for sm_90a without a GPU (DESIGN.md, "Backends"), with ``PASS_CONFIGS``
     unless ``pass_configs`` is given."""

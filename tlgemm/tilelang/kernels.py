@@ -224,14 +224,15 @@ def _walk_cluster_rounds(ctx: GemmContext, sched: ScheduleContext, tensorC, prod
             ctx.set_registers(producer=True)
             for t in T.serial(sched.cluster_rounds()):
                 own, shared, _ = sched.cluster_round(t)
-                produce(ctx.bind_tile(own), ctx.bind_round_flag(shared))
+                produce(ctx.bind_tile(own), ctx.bind_shared(shared))
         else:
             ctx.set_registers(producer=False)
             for t in T.serial(sched.cluster_rounds()):
                 own, _, stores = sched.cluster_round(t)
                 tile = ctx.bind_tile(own)
                 consume(tile)
-                tensorC.store(ctx, tile, writes=ctx.bind_round_flag(stores), **store)
+                if stores:
+                    tensorC.store(ctx, tile, **store)
             tensorC.drain(ctx)
         T.cluster_sync()
 

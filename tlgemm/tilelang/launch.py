@@ -59,7 +59,7 @@ from tlgemm import schedules
 from tlgemm.macros.operands import Major
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
 
-from .emitter_gemm import BLOCKSCALED_PASS_CONFIGS, PASS_CONFIGS, lower_to_cuda
+from .emitter_gemm import BLOCKSCALED_PASS_CONFIGS, PASS_CONFIGS, lower_to_cuda, pass_configs_for
 from .kernels import KernelSpec, build, schedule_trace_kernel
 from .stages import BlockScaledContext
 
@@ -236,7 +236,7 @@ def _compiled(spec: KernelSpec):
     import tilelang
 
     with _lowering(spec.schedule):
-        return tilelang.compile(build(spec), target="cuda", pass_configs=PASS_CONFIGS)
+        return tilelang.compile(build(spec), target="cuda", pass_configs=pass_configs_for(spec.schedule))
 
 
 def _kernel_for(a_dtype, b_dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, scale_a, scale_b,
@@ -626,7 +626,7 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
     if emit == "tir":
         return func.script()
     with _lowering(schedule):
-        return lower_to_cuda(func)
+        return lower_to_cuda(func, pass_configs_for(schedule))
 
 
 @functools.lru_cache(maxsize=None)
@@ -901,7 +901,8 @@ def _compiled_blockscaled(spec):
     from .kernels import blockscaled_gemm
 
     with _lowering(spec.schedule):
-        return tilelang.compile(blockscaled_gemm(spec), target="cuda", pass_configs=BLOCKSCALED_PASS_CONFIGS)
+        return tilelang.compile(blockscaled_gemm(spec), target="cuda",
+                                pass_configs=pass_configs_for(spec.schedule, BLOCKSCALED_PASS_CONFIGS))
 
 
 @functools.lru_cache(maxsize=4096)

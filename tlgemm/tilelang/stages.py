@@ -197,7 +197,7 @@ class OutputView:
         self.buffer, self.M, self.N = buffer, M, N
 
     def store(self, ctx, tile: Tile, scale: ScaleView | None = None, bias: BiasView | None = None,
-              partials=None, writes=None):
+              partials=None):
         """Write the tile: value → scale → bias → convert, chunk by chunk.
 
         The value is the accumulator, plus with ``partials = (workspace, first, stop)`` the
@@ -206,11 +206,6 @@ class OutputView:
         The accumulator is only read: ptxas serialises every wgmma of a kernel in which
         non-wgmma instructions define accumulator registers (its warning C7515), so the
         epilogue works on a chunk-sized copy.
-        ``writes``: a predicate; where it is false the tile is staged but no TMA store writes it
-        to C (a cluster round without a tile of this CTA's own). Only the store's issue is
-        predicated: tilelang 0.1.15's ThreadSync puts a barrier before the staging stores and
-        counts its threads under any enclosing predicate, getting 1 or 2 of 256 for the
-        cluster's round predicates, and then refuses the kernel.
         """
         acc, c_smem, buf, out = ctx.acc, ctx.c_smem, self.buffer, ctx.out_chunk
         bm, bn, accum, consumers = ctx.block_m, ctx.block_n, ctx.accum_storage, ctx.consumer_threads
@@ -261,10 +256,7 @@ class OutputView:
                     stage(c)
                     T.fence_proxy_async()
                     T.sync_threads(CONSUMER_BARRIER, consumers)
-                    if writes is None:
-                        T.tma_copy(c_smem[c % buffers, :, :], region(c))
-                    elif writes:
-                        T.tma_copy(c_smem[c % buffers, :, :], region(c))
+                    T.tma_copy(c_smem[c % buffers, :, :], region(c))
 
         return _store()
 
@@ -393,7 +385,7 @@ class GemmContext:
         self.tile_n = T.alloc_var("int32", init=0)
         self.tile_b = T.alloc_var("int32", init=0)
         self.local_tiles = T.alloc_var("int32", init=0)  # this program's tile count (kernels._walk_tiles)
-        self.round_flag = T.alloc_var("int32", init=0) if self.cluster_size > 1 else None
+        self.shared = T.alloc_var("int32", init=0) if self.cluster_size > 1 else None
         T.annotate_layout({self.a_smem: em.a_shared_layout.expand([S]), self.b_smem: em.b_shared_layout.expand([S]),
                            self.acc: self.accum_layout()})
         if registers:
@@ -430,19 +422,17 @@ class GemmContext:
         """The Tile in the tile registers (``set_tile``), e.g. after branches that each set one."""
         return Tile(self.tile_m[0], self.tile_n[0], self.block_m, self.block_n, self.tile_b[0] if batched else None)
 
-    def bind_round_flag(self, predicate):
-        """A cluster round's predicate (``ScheduleContext.cluster_round``) evaluated once into a
-        register and tested as ``flag == 1``. The producer binds ``shared``, which names the
-        operand to multicast (B under raster "m", A under raster "n") and is tested per
-        K-iteration. The consumers bind ``stores``, which predicates the TMA store of the round's
-        tile (``OutputView.store``'s ``writes``)."""
+    def bind_shared(self, shared):
+        """A cluster round's ``shared`` predicate (``ScheduleContext.cluster_round``)
+        evaluated once into a register: which operand it names is multicast (B under raster
+        "m", A under raster "n"); the producer tests it per K-iteration."""
 
         @T.macro
         def _bind(flag):
-            flag = T.Select(predicate, 1, 0)
+            flag = T.Select(shared, 1, 0)
 
-        _bind(self.round_flag)
-        return self.round_flag[0] == 1
+        _bind(self.shared)
+        return self.shared[0] == 1
 
     def release(self, slot):
         """Consumer side: hand ring slot ``slot`` back to the producer: the first thread of
@@ -495,7 +485,7 @@ class GemmContext:
     def produce(self, tensorA: InputView, tensorB: InputView, tile: Tile, k_begin, k_end, shared=None):
         """Producer side of ``reduce_axis``: its first warp TMA-loads the K-iterations' tiles
         into the ring (call from producer threads only). In a cluster, where the predicate
-        ``shared`` holds (``bind_round_flag``), the operand the cluster's two tiles share is
+        ``shared`` holds (``bind_shared``), the operand the cluster's two tiles share is
         multicast (``InputView.load``): B under raster "m", A under raster "n"."""
         S, bm, bn, bk = self.num_stages, self.block_m, self.block_n, self.block_k
         multicast_a, multicast_b = (None, shared) if self.schedule.raster == "m" else (shared, None)
