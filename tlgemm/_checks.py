@@ -26,18 +26,20 @@ def matmul_uses_tf32() -> bool:
     return precision == "tf32" if precision is not None else bool(matmul.allow_tf32)
 
 
-def output_dtype(a_dtype, out_dtype, epilogue: bool):
+def output_dtype(a_dtype, out_dtype, epilogue: bool, name: str = "out_dtype"):
     """The output dtype: ``out_dtype``, else bf16 for fp8 inputs, int32 for int8, the input's
-    otherwise; int32 output (int8 inputs only) takes no scale/bias epilogue."""
+    otherwise; int32 output (int8 inputs only) takes no scale/bias epilogue. Errors name
+    ``name``: "out" where the dtype is that of a given out."""
     if out_dtype is None:
         out_dtype = torch.bfloat16 if a_dtype in FP8 else torch.int32 if a_dtype == torch.int8 else a_dtype
     if not isinstance(out_dtype, torch.dtype):
-        raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
+        raise TypeError(f"{name}: expected a torch.dtype, got {type(out_dtype).__name__}")
     allowed = FLOAT_OUT + ((torch.int32,) if a_dtype == torch.int8 else ())
     if out_dtype not in allowed:
-        raise TypeError(f"out_dtype: for {a_dtype} inputs must be one of {[str(d) for d in allowed]}, got {out_dtype}")
+        raise TypeError(f"{name}: for {a_dtype} inputs must be one of {[str(d) for d in allowed]}, got {out_dtype}")
     if out_dtype == torch.int32 and epilogue:
-        raise ValueError("out_dtype: int32 output takes no scale_a/scale_b/bias; choose a float out_dtype")
+        raise ValueError(f"{name}: int32 output takes no scale_a/scale_b/bias; choose a float "
+                         f"{'out dtype' if name == 'out' else 'out_dtype'}")
     return out_dtype
 
 
@@ -207,6 +209,16 @@ def cuda_limits(device) -> tuple[int, int]:
 
 #: The Stream-K launchers' workspaces per (device, stream, key): see ``stream_workspace``.
 _STREAM_WORKSPACES: dict[tuple, tuple[torch.Tensor, ...]] = {}
+
+
+def check_streamk_workspace(programs: int, tiles_per_program: int, block_m: int, block_n: int) -> None:
+    """ValueError where a Stream-K workspace of ``tiles_per_program`` partial tiles per program
+    holds 2**31 elements or more: the kernels index it in int32."""
+    elements = programs * tiles_per_program * block_m * block_n
+    if elements >= 2**31:
+        raise ValueError(f"schedule: Stream-K on {programs} programs needs a workspace of {elements} elements "
+                         f"({tiles_per_program} partial {block_m}x{block_n} tile(s) per program), 2**31 or more; the "
+                         "kernels index it in int32: run fewer programs (num_sms) or smaller tiles")
 
 
 def stream_workspace(device, key: tuple, build, *args) -> tuple[torch.Tensor, ...]:

@@ -113,6 +113,8 @@ def test_blockscaled_validation_names_the_argument():
         blockscaled_matmul(a, b, sa, sb, out=torch.empty(4, 8, dtype=torch.bfloat16), out_dtype=torch.float32)
     with pytest.raises(TypeError, match="out: expected a torch.Tensor"):
         blockscaled_matmul(a, b, sa, sb, out=[1.0])
+    with pytest.raises(TypeError, match=r"^out: dtype must be one of .*, got torch.int32$"):
+        blockscaled_matmul(a, b, sa, sb, out=torch.empty(4, 8, dtype=torch.int32))
     with pytest.raises(TypeError, match="bias: expected a torch.Tensor"):
         blockscaled_matmul(a, b, sa, sb, bias=[0.0] * 8)
     with pytest.raises(ValueError, match="num_sms: expected a positive int"):

@@ -385,7 +385,8 @@ def test_cached_launch_passes_what_the_full_path_passes(interp, monkeypatch, gen
 @pytest.mark.parametrize("batched", [False, True], ids=["matmul", "bmm"])
 def test_unaligned_rows_are_copied_for_vector_loads(interp, monkeypatch, generator, dtype, K, N, b_layout, batched):
     """K rows that are no multiple of 16 bytes: the kernel gets K-major copies of both operands
-    with K zero-padded to 128-byte rows (and K itself padded). Otherwise an operand whose rows
+    with K zero-padded to 128-byte rows, and as its K, K rounded up to block_k (its K-iterations
+    those of tlgemm.schedules; the copies' width added up to three all-zero ones). Otherwise an operand whose rows
     along its unit stride are none (b [K, N] row-major with N = 21) is copied K-major, one
     whose rows are (b column-major; a single column) read as it is. Results against float64
     on a poisoned ``out``; a call that copies is never a cached launch."""
@@ -409,6 +410,7 @@ def test_unaligned_rows_are_copied_for_vector_loads(interp, monkeypatch, generat
     pad = (K * size) % 16 != 0
     b_copied = pad or (b_layout == "row" and N > 1 and (N * size) % 16 != 0)
     assert A.shape[-1] == B.shape[-2] == (K + (-K) % (128 // size) if pad else K)
+    assert args[9 if batched else 8] == K + (-K) % s.block_k, "the kernel's K: whole K blocks"
     assert (A is a) == (not pad) and (B is b) == (not b_copied)
     if b_copied:
         assert A.stride()[-1] == 1 and B.stride()[-2] == 1, "copies K-major"
@@ -419,6 +421,19 @@ def test_unaligned_rows_are_copied_for_vector_loads(interp, monkeypatch, generat
         monkeypatch.setattr(L, "_INTERPRETED", False)
         monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
         assert (L.cached_launch(a, b, s, out) is None) == b_copied
+
+
+def test_padded_copies_beyond_int32_indexing_are_an_error(interp):
+    """An operand under 2**31 elements whose zero-padded K-major copy is not (fp16 K = 127 padded
+    to 128) is refused with the copy's size; it overflowed the kernels' int32 offsets."""
+    a = torch.zeros(1, 127, dtype=torch.float16).expand(16_900_000, 127)
+    b = torch.zeros(127, 16, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"^a: its K-major copy, K zero-padded from 127 to 128 \(rows of whole "
+                                         r"128-byte multiples\), holds 2163200000 elements; the Triton kernels index "
+                                         r"in int32 \(< 2\*\*31\)$"):
+        interp.triton.matmul(a, b, Schedule(block_m=256, block_n=16, block_k=64).persistent(2))
+    with pytest.raises(ValueError, match=r"^b: its K-major copy.* holds 2163200000 elements"):
+        interp.triton.matmul(b.t(), a.t(), Schedule(block_m=16, block_n=256, block_k=64).persistent(2))
 
 
 def test_loads_as_vectors(interp):

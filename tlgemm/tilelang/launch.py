@@ -52,8 +52,9 @@ import torch
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import SCALE_BLOCK as _SCALE_BLOCK
-from tlgemm._checks import (blockscaled_problem, check_int32_walk, check_not_negated, check_out_reads, cuda_limits,
-                             output_dtype, padded, remember, signature, stream_workspace, vector)
+from tlgemm._checks import (blockscaled_problem, check_int32_walk, check_not_negated, check_out_reads,
+                             check_streamk_workspace, cuda_limits, output_dtype, padded, remember, signature,
+                             stream_workspace, vector)
 from tlgemm._checks import padded_copy as _k_major_copy
 from tlgemm import schedules
 from tlgemm.macros.operands import Major
@@ -279,7 +280,8 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
         if out_dtype is not None and out.dtype != out_dtype:
             raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
     epilogue = scale_a is not None or scale_b is not None or bias is not None
-    out_dtype = output_dtype(a.dtype, out_dtype if out is None else out.dtype, epilogue)
+    out_dtype = (output_dtype(a.dtype, out_dtype, epilogue) if out is None
+                 else output_dtype(a.dtype, out.dtype, epilogue, "out"))
     modes, vectors = [None, None], [None, None, None]
     if scale_a is not None or scale_b is not None:
         ones = _placeholder(device)
@@ -473,6 +475,8 @@ def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
     a_major, b_major = ("MN" if how == "MN" else "K" for how in orientation[:2])
     step = _TMA_ALIGN // out_dtype.itemsize
     transposed, direct = _output_route(M, N, swap, out, step)
+    if schedule.streamk_tiles:
+        check_streamk_workspace(sms, 1, schedule.block_m, schedule.block_n)
     kernel = _kernel_for(a.dtype, b.dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, modes[0], modes[1],
                          None if vectors[2] is None else vectors[2].dtype, swap, read_once(M, N, schedule),
                          c_transposed=transposed)
@@ -961,9 +965,10 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
         if out_dtype is not None and out.dtype != out_dtype:
             raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
         out_dtype = out.dtype
+    source = "out_dtype" if out is None else "out"
     out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
     if out_dtype not in _FLOAT_OUT:
-        raise TypeError(f"out_dtype: must be one of {[str(d) for d in _FLOAT_OUT]}, got {out_dtype}")
+        raise TypeError(f"{source}: dtype must be one of {[str(d) for d in _FLOAT_OUT]}, got {out_dtype}")
     if bias is not None and not isinstance(bias, torch.Tensor):
         raise TypeError(f"bias: expected a torch.Tensor, got {type(bias).__name__}")
     if num_sms is not None and (not isinstance(num_sms, int) or isinstance(num_sms, bool) or num_sms < 1):
@@ -1002,6 +1007,8 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
         return _empty_k(out if out is not None else torch.empty(shape, dtype=out_dtype, device=device), bias_vec)
     step = _TMA_ALIGN // out_dtype.itemsize
     direct = N % step == 0 and (out is None or (out.is_contiguous() and out.data_ptr() % _TMA_ALIGN == 0))
+    if schedule.streamk_tiles:
+        check_streamk_workspace(sms, 1, schedule.block_m, schedule.block_n)
     workspace = (sms, schedule.block_m, schedule.block_n, torch.float32) if schedule.streamk_tiles else None
     return _BlockScaledLaunch(_entry(_compiled_blockscaled(spec)), shape, (*batch, M, padded(N, out_dtype.itemsize)),
                               out_dtype,

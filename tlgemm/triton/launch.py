@@ -28,7 +28,8 @@ naming the argument):
 
 Operand rows that the kernels cannot load as 16-byte vectors are copied: when K's rows are
 not a multiple of 16 bytes, both operands are copied K-major with K zero-padded to whole
-128-byte rows (exact: the padding adds zero products); otherwise an operand whose rows along
+128-byte rows (exact: the padding adds zero products; the kernel's K is K rounded up to
+block_k, at most the copies' width, so its K-iterations stay tlgemm.schedules'); otherwise an operand whose rows along
 its unit-stride dimension are no 16-byte multiple, or whose data is not 16-byte aligned, is
 copied K-major. Without the copies those kernels loaded element by element: 6-25 TFLOP/s at
 an odd K, 5.5 at a [K, N] b with N = 1001, on the H100 (benchmarks/results/unaligned_rows.md).
@@ -51,8 +52,9 @@ from triton.runtime.errors import OutOfResources, PTXASError
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import (SCALE_BLOCK, VECTOR_BYTES, blockscaled_problem, by_signature, check_int32_walk,
-                             check_no_overlap, check_not_negated, check_out_reads, cuda_limits, loads_as_vectors,
-                             output_dtype, padded, padded_copy, stream_workspace, vector)
+                             check_no_overlap, check_not_negated, check_out_reads, check_streamk_workspace,
+                             cuda_limits, loads_as_vectors, output_dtype, padded, padded_copy, stream_workspace,
+                             vector)
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, persistent_programs, resolve_num_sms
 
 from .kernels import (
@@ -258,7 +260,8 @@ class _Plan:
     P: int
     scaled: bool
     epilogue_strides: tuple
-    copies: tuple  # (a, b): copied K-major with K zero-padded to the kernel's K (module docstring)
+    copies: tuple  # (a, b): copied K-major with K zero-padded to K_copy (module docstring)
+    K_copy: int
     meta: dict = field(hash=False, compare=False)
     runners: dict = field(default_factory=dict, hash=False, compare=False)  # ``_launch``'s compiled kernels
 
@@ -299,7 +302,8 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
         _check_out(out, shape, out_dtype, ndim)
     _check_device(device, (("b", b), ("out", out)))
     epilogue = scale_a is not None or scale_b is not None or bias is not None
-    out_dtype = output_dtype(a.dtype, out_dtype if out is None else out.dtype, epilogue)
+    out_dtype = (output_dtype(a.dtype, out_dtype, epilogue) if out is None
+                 else output_dtype(a.dtype, out.dtype, epilogue, "out"))
     scaled = scale_a is not None or scale_b is not None
     sa_stride = sb_stride = bias_stride = 0
     if scaled:
@@ -309,7 +313,15 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
     if bias is not None:
         _, bias_stride = _vector("bias", bias, (N,), _FLOAT_OUT, device)
     check_shared_memory(schedule, a.dtype, b.dtype, shared_memory_limit(device))
-    K_run = padded(K, a.element_size()) if (K * a.element_size()) % VECTOR_BYTES else K
+    K_copy = padded(K, a.element_size()) if (K * a.element_size()) % VECTOR_BYTES else K
+    # The kernel's K: whole K blocks of the zero-padded copies, at most their width, so that
+    # its K-iterations are tlgemm.schedules' (num_k_iters(K)), Stream-K's split included.
+    K_run = min(-(-K // schedule.block_k) * schedule.block_k, K_copy)
+    for name, rows in (("a", M), ("b", N)):
+        if K_copy != K and batch * rows * K_copy >= _INT32_INDEX:
+            raise ValueError(f"{name}: its K-major copy, K zero-padded from {K} to {K_copy} (rows of whole 128-byte "
+                             f"multiples), holds {batch * rows * K_copy} elements; the Triton kernels index in int32 "
+                             "(< 2**31)")
     check_int32_walk(schedule, M, N, K_run)
     P = 0
     if batch and M and N:
@@ -317,15 +329,17 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
             P = _grid_size(batch * num_tiles(M, N, schedule), schedule, num_sms, device)
         else:
             P = num_programs(M, N, K, schedule, _num_sms(schedule, num_sms, device))
+    if schedule.streamk_tiles and P:
+        check_streamk_workspace(P, 2, schedule.block_m, schedule.block_n)
     copies = (True, True) if K_run != K else (not loads_as_vectors(a), not loads_as_vectors(b))
     lead = shape[:-2]
-    a_strides = torch.empty((*lead, M, K_run), device="meta").stride() if copies[0] else a.stride()
-    b_strides = torch.empty((*lead, N, K_run), device="meta").mT.stride() if copies[1] else b.stride()
+    a_strides = torch.empty((*lead, M, K_copy), device="meta").stride() if copies[0] else a.stride()
+    b_strides = torch.empty((*lead, N, K_copy), device="meta").mT.stride() if copies[1] else b.stride()
     c_strides = out.stride() if out is not None else torch.empty(shape, device="meta").stride()
     sizes = (M, N, K_run, *a_strides[-2:], *b_strides[-2:], *c_strides[-2:])
     if batched:
         sizes += (a_strides[0], b_strides[0], c_strides[0])
-    return _Plan(shape, out_dtype, M, N, K_run, batch, P, scaled, (sa_stride, sb_stride, bias_stride), copies,
+    return _Plan(shape, out_dtype, M, N, K_run, batch, P, scaled, (sa_stride, sb_stride, bias_stride), copies, K_copy,
                  kernel_meta(schedule, P, K_run, quantized=a.dtype == torch.int8, allow_tf32=allow_tf32, sizes=sizes))
 
 
@@ -348,8 +362,8 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32,
         ones = _ones(a.device)
         sa = (ones if scale_a is None else scale_a).reshape(-1)
         sb = (ones if scale_b is None else scale_b).reshape(-1)
-    if plan.P:  # K-major copies, K zero-padded to the kernel's K (a's rows, b's columns)
-        pad = plan.K - a.shape[-1]
+    if plan.P:  # K-major copies, K zero-padded to K_copy (a's rows, b's columns)
+        pad = plan.K_copy - a.shape[-1]
         a = padded_copy(a, pad) if plan.copies[0] else a
         b = padded_copy(b.mT, pad).mT if plan.copies[1] else b
     return SimpleNamespace(
@@ -565,10 +579,11 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
         _check_out(out, shape, out_dtype, ndim)
         out_dtype = out.dtype
     out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
+    source = "out_dtype" if out is None else "out"
     if not isinstance(out_dtype, torch.dtype):
         raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
     if out_dtype not in _FLOAT_OUT:
-        raise TypeError(f"out_dtype: must be one of {[str(d) for d in _FLOAT_OUT]}, got {out_dtype}")
+        raise TypeError(f"{source}: dtype must be one of {[str(d) for d in _FLOAT_OUT]}, got {out_dtype}")
     device = a.device
     _check_device(device, ((nb, b), (nsa, scale_a), (nsb, scale_b), ("out", out), ("bias", bias)), first=na)
     bias_stride = 0
