@@ -120,9 +120,17 @@ def _output_dtype(name: str | None):
 
 
 def _meta_operands(args, dtype):
-    """a [M, K] and b [K, N] on the meta device, stored per --layout (no memory)."""
+    """a [M, K] and b [K, N] on the meta device, stored per --layout (no memory). An operand of
+    2**31 elements or more is the API's ValueError, raised before torch sizes its storage
+    (which overflows, a RuntimeError, for sizes near 2**63)."""
     import torch
 
+    from tlgemm.api import _LIMIT
+
+    for name, numel in (("a", args.M * args.K), ("b", args.K * args.N)):
+        if numel >= _LIMIT:
+            raise ValueError(f"{name}: holds {numel} elements; the kernels index in int32 (fewer than 2**31 "
+                             "elements per tensor): split the problem")
     layout = args.layout
     a = torch.empty((args.M, args.K) if layout[0] == "n" else (args.K, args.M), dtype=dtype, device="meta")
     b = torch.empty((args.K, args.N) if layout[1] == "n" else (args.N, args.K), dtype=dtype, device="meta")

@@ -896,11 +896,15 @@ def _op_result(result: torch.Tensor, out):
     return out.copy_(result)
 
 
-def _op_dtype(out, out_dtype, backend, reads):
+def _op_dtype(op, out, out_dtype, backend, reads, more=()):
     """The op path's checks of the arguments the eager path checks first (the ops' schema would
-    reject them with the dispatcher's message; ``reads``: (name, tensor) pairs out must not
-    share memory with), and its out_dtype: out's dtype when given."""
+    reject them with the dispatcher's message, or out.copy_ after the kernel ran; ``reads``:
+    (name, tensor) pairs out must not share memory with; ``more``: other (name, tensor or
+    None) arguments), and its out_dtype: out's dtype when given."""
     _check_backend(backend)
+    for name, t in (*reads, *((name, t) for name, t in more if t is not None)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
         raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
     if out is None:
@@ -912,12 +916,15 @@ def _op_dtype(out, out_dtype, backend, reads):
         raise ValueError("out: a leaf tensor that requires grad, which autograd cannot record a write into; pass an "
                          "out that does not require grad (or none)")
     for name, t in reads:  # a sparse input has no storage for check_out_reads to compare
-        if isinstance(t, torch.Tensor):
-            _check_dense(name, t)
-    if not torch.compiler.is_compiling():  # storage pointers are not traceable; the op is functional there
-        check_out_reads(out, reads)
+        _check_dense(name, t)
     if out_dtype is not None and out.dtype != out_dtype:
         raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
+    a, b = reads[0][1], reads[1][1]
+    _result_dtype(op, a.dtype, b.dtype, out.dtype, source="out")
+    if not torch.compiler.is_compiling():  # storage pointers and the negative bit are not traceable
+        check_not_negated("out", out)
+        check_no_overlap("out", out)
+        check_out_reads(out, reads)
     return out.dtype
 
 
@@ -928,7 +935,7 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     backend: "auto", "tilelang" or "triton"; schedule: a tlgemm.schedules.Schedule, or None
     for the autotune cache / select."""
     if torch.compiler.is_compiling() or _needs_grad(a, b):
-        dtype = _op_dtype(out, out_dtype, backend, (("a", a), ("b", b)))
+        dtype = _op_dtype("matmul", out, out_dtype, backend, (("a", a), ("b", b)))
         result = torch.ops.tlgemm.matmul.default(a, b, dtype, backend, _schedule_arg(schedule))
         return _op_result(result, out)
     try:
@@ -949,7 +956,7 @@ def bmm(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     an expanded, stride-0 batch is read without a copy on the Triton backend and copied once
     by TileLang's, whose 3-D TMA box needs a dense batch). Arguments as matmul."""
     if torch.compiler.is_compiling() or _needs_grad(a, b):
-        dtype = _op_dtype(out, out_dtype, backend, (("a", a), ("b", b)))
+        dtype = _op_dtype("bmm", out, out_dtype, backend, (("a", a), ("b", b)))
         result = torch.ops.tlgemm.bmm.default(a, b, dtype, backend, _schedule_arg(schedule))
         return _op_result(result, out)
     return _bmm_eager(a, b, out, out_dtype, backend, schedule)
@@ -971,7 +978,7 @@ def addmm(bias, a, b, *, alpha=1, beta=1, out=None, out_dtype=None, backend="aut
         if not isinstance(value, numbers.Real):
             raise TypeError(f"{name}: expected a real number, got {type(value).__name__}")
     if torch.compiler.is_compiling() or _needs_grad(bias, a, b):
-        dtype = _op_dtype(out, out_dtype, backend, (("a", a), ("b", b)))
+        dtype = _op_dtype("addmm", out, out_dtype, backend, (("a", a), ("b", b)), (("bias", bias),))
         result = torch.ops.tlgemm.addmm.default(bias, a, b, float(alpha), float(beta), dtype, backend,
                                                 _schedule_arg(schedule))
         return _op_result(result, out)
@@ -992,7 +999,7 @@ def scaled_mm(a, b, scale_a, scale_b, *, bias=None, out=None, out_dtype=None, ba
     that shares it is copied first."""
     if torch.compiler.is_compiling() or _needs_grad(a, b, scale_a, scale_b, bias):
         reads = (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b))
-        dtype = _op_dtype(out, out_dtype, backend, reads)
+        dtype = _op_dtype("scaled_mm", out, out_dtype, backend, reads, (("bias", bias),))
         result = torch.ops.tlgemm.scaled_mm.default(a, b, scale_a, scale_b, bias, dtype, backend,
                                                     _schedule_arg(schedule))
         return _op_result(result, out)

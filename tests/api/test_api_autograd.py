@@ -86,6 +86,9 @@ def test_scaled_mm_backward_says_it_has_no_gradient(fake_gpu):
     (dict(out=torch.empty(8, 16).to_sparse()), TypeError, r"out: expected a dense \(strided\) tensor"),
     (dict(out=torch.empty(8, 16, device="meta")), ValueError, r"out: on meta, but a is on cpu"),
     (dict(out=torch.empty(8, 16, requires_grad=True)), ValueError, r"out: a leaf tensor that requires grad"),
+    (dict(out=torch.empty(1, 16).expand(8, 16)), ValueError, r"^out: strides \(0, 1\) make elements"),
+    (dict(out=torch.empty(8, 16, dtype=torch.int32)), TypeError,
+     r"^out: for float32 inputs \(matmul\) one of float32, float16, bfloat16, got int32$"),
 ])
 def test_the_op_path_names_bad_arguments(fake_gpu, kwargs, error, message):
     """With an input requiring grad (or under torch.compile) a call goes through the
@@ -94,6 +97,24 @@ def test_the_op_path_names_bad_arguments(fake_gpu, kwargs, error, message):
     a = random_operand((8, 32), torch.float32).requires_grad_()
     with pytest.raises(error, match=message):
         tlgemm.matmul(a, random_operand((32, 16), torch.float32), **kwargs)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda a, b: tlgemm.matmul(a, b.tolist()), r"^b: expected a torch\.Tensor, got list$"),
+    (lambda a, b: tlgemm.addmm(torch.ones(16), a.tolist(), b), r"^a: expected a torch\.Tensor, got list$"),
+    (lambda a, b: tlgemm.addmm([0.0] * 16, a, b), r"^bias: expected a torch\.Tensor, got list$"),
+    (lambda a, b: tlgemm.scaled_mm(a.detach().to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn), 2.0,
+                                   torch.ones(1), bias=torch.zeros(16, requires_grad=True)),
+     r"^scale_a: expected a torch\.Tensor, got float$"),
+    (lambda a, b: tlgemm.scaled_mm(a.detach().to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn), torch.ones(1),
+                                   torch.ones(1), bias=[0.0] * 16), r"^bias: expected a torch\.Tensor, got list$"),
+])
+def test_the_op_path_names_arguments_that_are_no_tensors(fake_gpu, call, message):
+    """On the op path (an input requiring grad) an argument that is no tensor got the
+    dispatcher's schema error; it is named as on the eager path."""
+    a = random_operand((8, 32), torch.float32).requires_grad_()
+    with pytest.raises(TypeError, match=message):
+        call(a, random_operand((32, 16), torch.float32))
 
 
 @pytest.mark.parametrize("call", [

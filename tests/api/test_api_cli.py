@@ -278,3 +278,17 @@ def test_inspect_checks_against_the_given_sm_count(capsys):
     explain picks for 200 SMs runs 200 programs."""
     assert cli.main(["inspect", "8", "4096", "4096", "--sm-count", "200", "--emit", "tir"]) == 0
     assert "persistent(200)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["explain", "inspect"])
+@pytest.mark.parametrize("sizes, name, numel", [
+    (("4611686018427387904", "2", "1"), "a", 4611686018427387904),
+    (("1", "100000000000000000000", "1"), "b", 100000000000000000000),
+    (("3000000000", "1", "1"), "a", 3000000000),
+])
+def test_sizes_beyond_int32_operands_are_the_api_error(command, sizes, name, numel, capsys):
+    """An operand of 2**31 elements or more is the API's error, one line, also where torch's own
+    storage size of the meta operand overflows (a RuntimeError traceback before)."""
+    assert cli.main([command, *sizes]) == 2
+    assert capsys.readouterr().err == (f"tlgemm: error: {name}: holds {numel} elements; the kernels index in int32 "
+                                       "(fewer than 2**31 elements per tensor): split the problem\n")
