@@ -7,6 +7,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import runpy
 import shlex
 import subprocess
@@ -76,8 +77,7 @@ def test_plan_cases_measures_a_repeated_case_once():
     cases, _ = bench.plan_cases(["square", "square"], ["bf16"])
     assert len(cases) == len(bench.SHAPE_SETS["square"])
     cases, notes = bench.plan_cases([], ["fp8-block"], shapes=((128, 256, 200), (128, 256, 200)))
-    assert cases == [] and notes == ["custom 128x256x200: fp8-block needs K a multiple of 128; dropped",
-                                     "the repeat of custom fp8-block 128x256x200 (named more than once, measured once)"]
+    assert cases == [] and notes == ["custom 128x256x200: fp8-block needs K a multiple of 128; dropped"]
 
 
 def test_parse_shapes():
@@ -534,8 +534,8 @@ def test_from_json_reports_a_case_in_several_runs_once(tmp_path, capsys):
     assert bench.main(["--from-json", *map(str, paths), "--markdown", str(md), "--no-plots"]) == 0
     out = capsys.readouterr().out
     assert out.count("square   bf16  4096x4096x4096") == 1 and "tlgemm Triton 0.717x (2)" in out
-    assert ("note: run 2 replaces the earlier row of 1 case: square bf16 4096x4096x4096 (Run 1; its tlgemm TileLang, "
-            "TileLang T.gemm, Triton tutorial results dropped)") in out
+    assert ("note: run 2 replaces the earlier row of 1 case: square bf16 4096x4096x4096 (Run 1; its TileLang T.gemm, "
+            "Triton tutorial results dropped)") in out
     text = md.read_text()
     assert text.count("| 4096 | 4096 | 4096 |") == 1
     assert "| 4096 | 4096 | 4096 | 171.8 com | 700.0 88% |  | 350.0 0.50x 44% |" in text
@@ -544,21 +544,21 @@ def test_from_json_reports_a_case_in_several_runs_once(tmp_path, capsys):
     rows, replaced = bench.merge_rows(bench.load_runs(paths))
     assert [(r["M"], r["results"]["tlgemm-triton"]["tflops"]) for r in rows] == [
         (4096, 350), (8192, 700), (1, 15), (4096, 880)]
-    assert replaced == [[], ["square bf16 4096x4096x4096 (Run 1; its tlgemm TileLang, TileLang T.gemm, Triton "
-                             "tutorial results dropped)"]]
+    assert replaced == [[], ["square bf16 4096x4096x4096 (Run 1; its TileLang T.gemm, Triton tutorial results "
+                             "dropped)"]]
     assert bench.geomean_table(rows)[("square", "bf16")]["tlgemm-triton"] == (
         pytest.approx(math.sqrt(350 / 700 * 700 / 680)), 2)
 
 
 def test_from_json_names_the_implementations_a_replacing_row_lacks(tmp_path, capsys):
     """A re-run with fewer implementations replaces the whole row; the note names the earlier
-    results that the merged report no longer shows (a skipped one is not named)."""
+    results that the merged report no longer shows (a skipped or n/a one is not named)."""
     first, second = _synthetic_run(), _synthetic_run()
     case = bench.Case("square", "bf16", 8192, 8192, 8192)
     second["rows"] = [bench._row(case, PEAKS, 2, {"cublas": _ok(case, 690), "tlgemm-triton": _ok(case, 701)})]
     first["rows"][1]["results"]["triton-tutorial"] = {"status": "skipped"}
     rows, replaced = bench.merge_rows([first, second])
-    assert replaced == [[], ["square bf16 8192x8192x8192 (Run 1; its tlgemm TileLang, TileLang T.gemm results dropped)"]]
+    assert replaced == [[], ["square bf16 8192x8192x8192 (Run 1; its TileLang T.gemm results dropped)"]]
     assert sorted(rows[1]["results"]) == ["cublas", "tlgemm-triton"]
 
 
@@ -587,6 +587,19 @@ def test_from_json_refuses_runs_that_are_not_one_table(change, expected, tmp_pat
     bf16_only["options"]["fast_accum"] = True
     bench.write_json(paths[1], bf16_only)
     assert bench.main(["--from-json", *map(str, paths), "--no-plots", "--out", str(tmp_path / "out")]) == 0
+
+
+def test_from_json_compares_fast_accumulation_among_the_runs_with_fp8_rows(tmp_path):
+    """The fp8 rows' cuBLAS setting is compared among the runs that have fp8 rows, whichever run
+    comes first (a run without fp8 rows in front let two differing ones through)."""
+    bf16_only, fast, plain = _synthetic_run(), _synthetic_run(), _synthetic_run()
+    bf16_only["rows"] = [r for r in bf16_only["rows"] if r["dtype"] == "bf16"]
+    fast["options"]["fast_accum"] = True
+    paths = [tmp_path / f"{name}.json" for name in ("bf16", "fast", "plain")]
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(paths[2]))}: its fp8 rows time cuBLAS with "
+                                         rf"use_fast_accum=False, {re.escape(str(paths[1]))}'s with use_fast_accum=True"):
+        bench.check_one_table([bf16_only, fast, plain], paths)
+    bench.check_one_table([bf16_only, fast, fast], paths)
 
 
 def _without(record: dict, key: str) -> dict:

@@ -125,12 +125,10 @@ def _meta_operands(args, dtype):
     (which overflows, a RuntimeError, for sizes near 2**63)."""
     import torch
 
-    from tlgemm.api import _LIMIT
+    from tlgemm.api import _check_elements
 
-    for name, numel in (("a", args.M * args.K), ("b", args.K * args.N)):
-        if numel >= _LIMIT:
-            raise ValueError(f"{name}: holds {numel} elements; the kernels index in int32 (fewer than 2**31 "
-                             "elements per tensor): split the problem")
+    _check_elements("a", args.M * args.K)
+    _check_elements("b", args.K * args.N)
     layout = args.layout
     a = torch.empty((args.M, args.K) if layout[0] == "n" else (args.K, args.M), dtype=dtype, device="meta")
     b = torch.empty((args.K, args.N) if layout[1] == "n" else (args.N, args.K), dtype=dtype, device="meta")

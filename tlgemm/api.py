@@ -219,10 +219,15 @@ def _check_pair(a, b, ndim: int) -> tuple[int, int, int, int]:
     M, K, N = sa[-2], sa[-1], sb[-1]
     if a.numel() >= _LIMIT or b.numel() >= _LIMIT or batch * M * N >= _LIMIT:
         for name, numel in (("a", a.numel()), ("b", b.numel()), ("out", batch * M * N)):
-            if numel >= _LIMIT:
-                raise ValueError(f"{name}: holds {numel} elements; the kernels index in int32 (fewer than 2**31 "
-                                 "elements per tensor): split the problem")
+            _check_elements(name, numel)
     return M, N, K, batch
+
+
+def _check_elements(name: str, numel: int) -> None:
+    """ValueError for a tensor of 2**31 elements or more: the kernels index in int32."""
+    if numel >= _LIMIT:
+        raise ValueError(f"{name}: holds {numel} elements; the kernels index in int32 (fewer than 2**31 "
+                         "elements per tensor): split the problem")
 
 
 def _check_out(op: str, out, out_dtype, shape: tuple[int, ...], reads: dict):

@@ -191,7 +191,7 @@ def plan_cases(sets: Sequence[str], dtypes: Sequence[str], shapes=None) -> tuple
             for M, N, K in set_shapes:
                 case = Case(set_name, dtype, M, N, K)
                 if case in seen:
-                    if case not in repeats:
+                    if case in cases and case not in repeats:
                         repeats.append(case)
                     continue
                 seen.append(case)
@@ -1037,7 +1037,7 @@ def merge_rows(runs: Sequence[dict]) -> tuple[list[dict], list[list[str]]]:
                     continue
                 earlier = merged[key][1]["results"]
                 dropped = [LABELS.get(k, k) for k, res in earlier.items()
-                           if k not in row["results"] and res.get("status") != "skipped"]
+                           if k not in row["results"] and res.get("status") not in ("skipped", "n/a")]
                 lost = f"; its {', '.join(dropped)} results dropped" if dropped else ""
                 replaced[i].append(f"{row['set']} {row['dtype']} {row['M']}x{row['N']}x{row['K']} "
                                    f"(Run {merged[key][0] + 1}{lost})")
@@ -1429,10 +1429,11 @@ def check_one_table(runs: Sequence[dict], paths: Sequence[pathlib.Path]) -> None
         if gpu != first_gpu:
             raise ValueError(f"{path}: measured on {gpu}, {first_path} on {first_gpu}; runs on different GPUs are "
                              "not one table: report each on its own")
-        fp8 = [any(row["dtype"] == "fp8" for row in r["rows"]) for r in (first, run)]
-        accum = [bool(r["options"].get("fast_accum")) for r in (first, run)]
-        if all(fp8) and accum[0] != accum[1]:
-            raise ValueError(f"{path}: its fp8 rows time cuBLAS with use_fast_accum={accum[1]}, {first_path}'s with "
+    fp8 = [(run, path) for run, path in zip(runs, paths) if any(row["dtype"] == "fp8" for row in run["rows"])]
+    for run, path in fp8[1:]:
+        accum = [bool(r["options"].get("fast_accum")) for r in (fp8[0][0], run)]
+        if accum[0] != accum[1]:
+            raise ValueError(f"{path}: its fp8 rows time cuBLAS with use_fast_accum={accum[1]}, {fp8[0][1]}'s with "
                              f"use_fast_accum={accum[0]}; their ratios are not one table: report each on its own")
 
 

@@ -411,6 +411,10 @@ def test_unaligned_rows_are_copied_for_vector_loads(interp, monkeypatch, generat
     b_copied = pad or (b_layout == "row" and N > 1 and (N * size) % 16 != 0)
     assert A.shape[-1] == B.shape[-2] == (K + (-K) % (128 // size) if pad else K)
     assert args[9 if batched else 8] == K + (-K) % s.block_k, "the kernel's K: whole K blocks"
+    if pad and not batched:  # K blocks wider than the copies' rows: the kernel's K is the copies' width, masked
+        deep = Schedule(block_m=32, block_n=32, block_k=128).persistent(3)
+        plan = L._plan(a, b, deep, None, None, None, None, None, False, None, False)
+        assert plan.K == plan.K_copy == A.shape[-1] < 128 and plan.meta["EVEN_K"] is False
     assert (A is a) == (not pad) and (B is b) == (not b_copied)
     if b_copied:
         assert A.stride()[-1] == 1 and B.stride()[-2] == 1, "copies K-major"
@@ -429,11 +433,17 @@ def test_padded_copies_beyond_int32_indexing_are_an_error(interp):
     a = torch.zeros(1, 127, dtype=torch.float16).expand(16_900_000, 127)
     b = torch.zeros(127, 16, dtype=torch.float16)
     with pytest.raises(ValueError, match=r"^a: its K-major copy, K zero-padded from 127 to 128 \(rows of whole "
-                                         r"128-byte multiples\), holds 2163200000 elements; the Triton kernels index "
+                                         r"128-byte multiples\) holds 2163200000 elements; the Triton kernels index "
                                          r"in int32 \(< 2\*\*31\)$"):
         interp.triton.matmul(a, b, Schedule(block_m=256, block_n=16, block_k=64).persistent(2))
     with pytest.raises(ValueError, match=r"^b: its K-major copy.* holds 2163200000 elements"):
         interp.triton.matmul(b.t(), a.t(), Schedule(block_m=16, block_n=256, block_k=64).persistent(2))
+    # an unpadded copy of a broadcast batch: b [K, N] rows of 1001 halves cannot load as vectors
+    w = torch.zeros(64, 1001, dtype=torch.float16).expand(40000, 64, 1001)
+    with pytest.raises(ValueError, match=r"^b: its K-major copy holds 2562560000 elements; the Triton kernels index"):
+        interp.triton.bmm(torch.zeros(40000, 1, 64, dtype=torch.float16), w,
+                          Schedule(block_m=16, block_n=16, block_k=64).persistent(2))
+    assert interp.triton.matmul(a[:0], b, Schedule(block_m=256, block_n=16, block_k=64).persistent(2)).shape == (0, 16)
 
 
 def test_loads_as_vectors(interp):

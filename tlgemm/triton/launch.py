@@ -15,7 +15,8 @@ naming the argument):
   the batched form); K a multiple of 128, any M and N; block_k = 128.
 * All tensors on one device: CUDA, or CPU while interpreting (TRITON_INTERPRET=1).
 * Any strides (a batch stride of 0 broadcasts), but every tensor spans fewer than 2**31
-  elements (the kernels index in int32); ``out`` must not overlap itself nor share memory
+  elements (the kernels index in int32), and so does every operand copy below (a broadcast
+  batch copied in full counts whole); ``out`` must not overlap itself nor share memory
   with a tensor the kernel reads (checked on every call).
 * The schedule: a tlgemm.schedules.Schedule without split_k or swap-AB (not implemented by
   this backend; ``bmm`` and the block-scaled kernels also without Stream-K); block_k >= 32
@@ -277,7 +278,8 @@ def _ones(device: torch.device) -> torch.Tensor:
 
 def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, num_sms, batched) -> _Plan:
     """Validate a GEMM (``batched``: one per leading index) and derive its ``_Plan``: the
-    kernel's K and strides are those of the operand copies it reads (module docstring)."""
+    strides of the operand copies the kernel reads, and its K, K rounded up to block_k, at most
+    the copies' width K_copy (module docstring)."""
     ndim = 3 if batched else 2
     _check_tensor("a", a, ndim)
     _check_tensor("b", b, ndim)
@@ -317,11 +319,6 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
     # The kernel's K: whole K blocks of the zero-padded copies, at most their width, so that
     # its K-iterations are tlgemm.schedules' (num_k_iters(K)), Stream-K's split included.
     K_run = min(-(-K // schedule.block_k) * schedule.block_k, K_copy)
-    for name, rows in (("a", M), ("b", N)):
-        if K_copy != K and batch * rows * K_copy >= _INT32_INDEX:
-            raise ValueError(f"{name}: its K-major copy, K zero-padded from {K} to {K_copy} (rows of whole 128-byte "
-                             f"multiples), holds {batch * rows * K_copy} elements; the Triton kernels index in int32 "
-                             "(< 2**31)")
     check_int32_walk(schedule, M, N, K_run)
     P = 0
     if batch and M and N:
@@ -331,7 +328,12 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
             P = num_programs(M, N, K, schedule, _num_sms(schedule, num_sms, device))
     if schedule.streamk_tiles and P:
         check_streamk_workspace(P, 2, schedule.block_m, schedule.block_n)
-    copies = (True, True) if K_run != K else (not loads_as_vectors(a), not loads_as_vectors(b))
+    copies = (True, True) if K_copy != K else (not loads_as_vectors(a), not loads_as_vectors(b))
+    for name, rows, copied in (("a", M, copies[0]), ("b", N, copies[1])):
+        if P and copied and batch * rows * K_copy >= _INT32_INDEX:
+            padding = f", K zero-padded from {K} to {K_copy} (rows of whole 128-byte multiples)" if K_copy != K else ""
+            raise ValueError(f"{name}: its K-major copy{padding} holds {batch * rows * K_copy} elements; the Triton "
+                             "kernels index in int32 (< 2**31)")
     lead = shape[:-2]
     a_strides = torch.empty((*lead, M, K_copy), device="meta").stride() if copies[0] else a.stride()
     b_strides = torch.empty((*lead, N, K_copy), device="meta").mT.stride() if copies[1] else b.stride()
