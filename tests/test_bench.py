@@ -596,8 +596,8 @@ def test_from_json_compares_fast_accumulation_among_the_runs_with_fp8_rows(tmp_p
     bf16_only["rows"] = [r for r in bf16_only["rows"] if r["dtype"] == "bf16"]
     fast["options"]["fast_accum"] = True
     paths = [tmp_path / f"{name}.json" for name in ("bf16", "fast", "plain")]
-    with pytest.raises(ValueError, match=rf"^{re.escape(str(paths[2]))}: its fp8 rows time cuBLAS with "
-                                         rf"use_fast_accum=False, {re.escape(str(paths[1]))}'s with use_fast_accum=True"):
+    expected = f"{paths[2]}: its fp8 rows time cuBLAS with use_fast_accum=False, {paths[1]}'s with use_fast_accum=True"
+    with pytest.raises(ValueError, match=f"^{re.escape(expected)}"):
         bench.check_one_table([bf16_only, fast, plain], paths)
     bench.check_one_table([bf16_only, fast, fast], paths)
 

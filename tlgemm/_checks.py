@@ -215,7 +215,7 @@ def check_streamk_workspace(programs: int, tiles_per_program: int, block_m: int,
     """ValueError where a Stream-K workspace of ``tiles_per_program`` partial tiles per program
     holds 2**31 elements or more: the kernels index it in int32."""
     elements = programs * tiles_per_program * block_m * block_n
-    if elements >= 2**31:
+    if elements > INT32_MAX:
         raise ValueError(f"schedule: Stream-K on {programs} programs needs a workspace of {elements} elements "
                          f"({tiles_per_program} partial {block_m}x{block_n} tile(s) per program), 2**31 or more; the "
                          "kernels index it in int32: run fewer programs (num_sms) or smaller tiles")

@@ -37,6 +37,12 @@ def _batched_problem(generator, batch, M, N, K):
     return x, y, xs, ys
 
 
+def _close(out, ref, what="result"):
+    """Block-scaled fp8's bound (tlgemm.testing, "fp8-block"): ``ref`` is the product of the
+    dequantised inputs or the other backend's block-scaled result."""
+    return assert_gemm_close(out, ref, FP8, blockscaled=True, what=what)
+
+
 def _expected(a, b, sa, sb, bias=None):
     """The float64 reference on the dequantised operands."""
     a64 = dequantize_fp8_blockwise(a, sa, (1, 128)).double()
@@ -51,9 +57,9 @@ def _check_with_bias(generator, schedule, M, N, K):
     bias = torch.randn(N, generator=generator).to(DEV)
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, sa, sb, schedule, out=out, bias=bias)
-    assert_gemm_close(out, _expected(a, b, sa, sb, bias=bias), FP8, blockscaled=True, what=f"{schedule} vs reference")
+    _close(out, _expected(a, b, sa, sb, bias=bias), what=f"{schedule} vs reference")
     other = TR.blockscaled_matmul(a, b, sa, sb, bias=bias)
-    assert_gemm_close(out, other.double(), FP8, blockscaled=True, what=f"{schedule} vs Triton")
+    _close(out, other.double(), what=f"{schedule} vs Triton")
 
 
 def _check_twice(generator, schedule, M, N, K):
@@ -63,7 +69,7 @@ def _check_twice(generator, schedule, M, N, K):
     a, b, sa, sb = _problem(generator, M, N, K)
     first, second = (blockscaled_matmul(a, b, sa, sb, schedule, out=poisoned((M, N), torch.bfloat16, DEV))
                      for _ in range(2))
-    assert_gemm_close(first, _expected(a, b, sa, sb), FP8, blockscaled=True, what=f"{schedule} vs reference")
+    _close(first, _expected(a, b, sa, sb), what=f"{schedule} vs reference")
     assert torch.equal(first, second), f"{schedule}: two launches differ"
 
 
@@ -74,7 +80,7 @@ def _check_batched(generator, schedule, M, N, K, batch=2):
     out = poisoned((batch, M, N), torch.bfloat16, DEV)
     blockscaled_bmm(x, y, xs, ys, schedule, out=out)
     for i in range(batch):
-        assert_gemm_close(out[i], _expected(x[i], y[i], xs[i], ys[i]), FP8, blockscaled=True, what=f"{schedule} batch {i}")
+        _close(out[i], _expected(x[i], y[i], xs[i], ys[i]), what=f"{schedule} batch {i}")
 
 
 @pytest.mark.parametrize("N, K", DEEPSEEK_NK, ids=str)
@@ -83,9 +89,9 @@ def test_matches_reference_and_triton(generator, M, N, K):
     a, b, sa, sb = _problem(generator, M, N, K)
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, sa, sb, out=out)
-    assert_gemm_close(out, _expected(a, b, sa, sb), FP8, blockscaled=True, what=f"{M}x{N}x{K} vs reference")
+    _close(out, _expected(a, b, sa, sb), what=f"{M}x{N}x{K} vs reference")
     other = TR.blockscaled_matmul(a, b, sa, sb)
-    assert_gemm_close(out, other.double(), FP8, blockscaled=True, what=f"{M}x{N}x{K} vs Triton")
+    _close(out, other.double(), what=f"{M}x{N}x{K} vs Triton")
 
 
 @pytest.mark.parametrize("M, N, K", [(200, 100, 128), (200, 256, 384), (77, 1000, 256), (5, 36, 640)], ids=str)
@@ -95,7 +101,7 @@ def test_few_k_blocks_and_ragged_n(generator, M, N, K, out_dtype):
     16-byte aligned (C through a padded temporary)."""
     a, b, sa, sb = _problem(generator, M, N, K)
     out = blockscaled_matmul(a, b, sa, sb, out_dtype=out_dtype)
-    assert_gemm_close(out, _expected(a, b, sa, sb), FP8, blockscaled=True)
+    _close(out, _expected(a, b, sa, sb))
 
 
 @pytest.mark.parametrize("block_m, block_n, warpgroups", [(128, 160, 2), (128, 192, 2), (128, 112, 2), (64, 48, 1),
@@ -111,8 +117,8 @@ def test_non_power_of_two_block_n(generator, block_m, block_n, warpgroups, M, N,
     a, b, sa, sb = _problem(generator, M, N, K)
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, sa, sb, schedule, out=out)
-    assert_gemm_close(out, _expected(a, b, sa, sb), FP8, blockscaled=True, what=f"{schedule} vs reference")
-    assert_gemm_close(out, TR.blockscaled_matmul(a, b, sa, sb).double(), FP8, blockscaled=True, what=f"{schedule} vs Triton")
+    _close(out, _expected(a, b, sa, sb), what=f"{schedule} vs reference")
+    _close(out, TR.blockscaled_matmul(a, b, sa, sb).double(), what=f"{schedule} vs Triton")
 
 
 @pytest.mark.parametrize("block_m, block_n, warpgroups", [(128, 256, 2), (128, 224, 2), (64, 256, 1), (128, 208, 2)],
@@ -176,8 +182,8 @@ def test_default_takes_128x128_where_it_fills_the_waves(generator, M, N, K):
     a, b, sa, sb = _problem(generator, M, N, K)
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, sa, sb, out=out)
-    assert_gemm_close(out, _expected(a, b, sa, sb), FP8, blockscaled=True, what=f"default {schedule} vs reference")
-    assert_gemm_close(out, TR.blockscaled_matmul(a, b, sa, sb).double(), FP8, blockscaled=True, what=f"{schedule} vs Triton")
+    _close(out, _expected(a, b, sa, sb), what=f"default {schedule} vs reference")
+    _close(out, TR.blockscaled_matmul(a, b, sa, sb).double(), what=f"{schedule} vs Triton")
 
 
 @pytest.mark.parametrize("block_m, warpgroups, stages", [(256, 2, 3), (256, 2, 4), (128, 1, 4)], ids=str)
@@ -255,7 +261,7 @@ def test_default_for_wide_outputs(generator, out_dtype, M, N, K):
     a, b, sa, sb = _problem(generator, M, N, K)
     out = poisoned((M, N), out_dtype, DEV)
     blockscaled_matmul(a, b, sa, sb, out=out)
-    assert_gemm_close(out, _expected(a, b, sa, sb), FP8, blockscaled=True, what=f"default {s} to {out_dtype}")
+    _close(out, _expected(a, b, sa, sb), what=f"default {s} to {out_dtype}")
 
 
 @pytest.mark.parametrize("M, N, K", [(64, 2112, 7168), (50, 1024, 7168), (40, 1024, 9216), (100, 768, 9216),
@@ -328,9 +334,9 @@ def test_mixed_e4m3_e5m2(generator, a_dtype, b_dtype, M, N, K):
     sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, sa, sb, out=out)
-    assert_gemm_close(out, _expected(a, b, sa, sb), torch.float8_e5m2, blockscaled=True, what=f"{a_dtype} x {b_dtype} vs reference")
+    _close(out, _expected(a, b, sa, sb), what=f"{a_dtype} x {b_dtype} vs reference")
     other = TR.blockscaled_matmul(a, b, sa, sb)
-    assert_gemm_close(out, other.double(), torch.float8_e5m2, blockscaled=True, what=f"{a_dtype} x {b_dtype} vs Triton")
+    _close(out, other.double(), what=f"{a_dtype} x {b_dtype} vs Triton")
 
 
 @pytest.mark.parametrize("out_dtype", [torch.float32, torch.float16], ids=str)
@@ -350,7 +356,7 @@ def test_swap_ab_batched_and_128_row_tiles(generator, out_dtype):
         out = poisoned((batch, M, N), out_dtype, DEV)
         blockscaled_bmm(x, y, xs, ys, schedule, out=out)
         for i in range(batch):
-            assert_gemm_close(out[i], _expected(x[i], y[i], xs[i], ys[i]), FP8, blockscaled=True, what=f"{schedule} batch {i}")
+            _close(out[i], _expected(x[i], y[i], xs[i], ys[i]), what=f"{schedule} batch {i}")
 
 
 @pytest.mark.parametrize("raster", ["m", "n"])
@@ -408,7 +414,7 @@ def test_token_scales_by_tma(generator, M, swap):
     assert launch._tma_token_scales(padded.T) and not launch._tma_token_scales(sa)
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, padded.T, sb, schedule, out=out)
-    assert_gemm_close(out, _expected(a, b, sa, sb), FP8, blockscaled=True, what="TMA scales vs reference")
+    _close(out, _expected(a, b, sa, sb), what="TMA scales vs reference")
     if M <= 128:  # a row-major scale_a is read in place by cp.async (larger M copies it for TMA)
         assert torch.equal(out, blockscaled_matmul(a, b, sa, sb, schedule))
 
@@ -426,7 +432,7 @@ def test_swap_ab_in_clusters(generator, M):
     bias = torch.randn(N, generator=generator).to(DEV)
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, sa, sb, schedule, out=out, bias=bias)
-    assert_gemm_close(out, _expected(a, b, sa, sb, bias=bias), FP8, blockscaled=True, what=f"{schedule} vs reference")
+    _close(out, _expected(a, b, sa, sb, bias=bias), what=f"{schedule} vs reference")
 
 
 def test_bias_and_fp32_output(generator):
@@ -435,7 +441,7 @@ def test_bias_and_fp32_output(generator):
     bias = torch.randn(N, generator=generator).to(DEV)
     out = poisoned((M, N), torch.float32, DEV)
     blockscaled_matmul(a, b, sa, sb, out=out, bias=bias)
-    assert_gemm_close(out, _expected(a, b, sa, sb, bias=bias), FP8, blockscaled=True)
+    _close(out, _expected(a, b, sa, sb, bias=bias))
 
 
 @pytest.mark.parametrize("M", [256, 333])
@@ -450,7 +456,7 @@ def test_scales_in_either_orientation(generator, M):
     out = poisoned((M, N), torch.bfloat16, DEV)
     blockscaled_matmul(a, b, sa.t().contiguous().t(), sb.t().contiguous().t(), out=out)
     assert torch.equal(out, dense)
-    assert_gemm_close(out, _expected(a, b, sa, sb), FP8, blockscaled=True)
+    _close(out, _expected(a, b, sa, sb))
 
 
 @pytest.mark.parametrize("batch, M, N, K", [(3, 65, 2112, 512), (2, 1, 256, 1024), (4, 300, 384, 256),
@@ -465,9 +471,9 @@ def test_batched_matches_reference_and_triton(generator, batch, M, N, K):
     out = poisoned((batch, M, N), torch.bfloat16, DEV)
     assert blockscaled_bmm(x, y, xs, ys, out=out, bias=bias) is out
     for i in range(batch):
-        assert_gemm_close(out[i], _expected(x[i], y[i], xs[i], ys[i], bias), FP8, blockscaled=True, what=f"batch {i} vs reference")
+        _close(out[i], _expected(x[i], y[i], xs[i], ys[i], bias), what=f"batch {i} vs reference")
     other = TR.blockscaled_bmm(x, y, xs, ys, bias=bias)
-    assert_gemm_close(out, other.double(), FP8, blockscaled=True, what="vs Triton")
+    _close(out, other.double(), what="vs Triton")
 
 
 def test_repeat_calls_reuse_the_launch_only_for_their_signature(generator):
@@ -480,7 +486,7 @@ def test_repeat_calls_reuse_the_launch_only_for_their_signature(generator):
 
     def check(a, sa, **kwargs):
         out = blockscaled_matmul(a, b, sa, sb, **kwargs)
-        assert_gemm_close(out, _expected(a.contiguous(), b, sa, sb, kwargs.get("bias")), FP8, blockscaled=True)
+        _close(out, _expected(a.contiguous(), b, sa, sb, kwargs.get("bias")))
 
     b = random_operand((N, K), FP8, generator=generator, device=DEV)
     launch._BLOCKSCALED_LAUNCHES.clear()

@@ -95,6 +95,12 @@ def _scales(shape, generator):
     return torch.exp2(torch.randn(shape, generator=generator) * 1.5).float()
 
 
+def _close(out, ref, what="result"):
+    """Block-scaled fp8's bound (tlgemm.testing, "fp8-block"): ``ref`` is the product of the
+    dequantised inputs or the other backend's block-scaled result."""
+    return assert_gemm_close(out, ref, FP8, blockscaled=True, what=what)
+
+
 def _blockscaled_reference(a, b, sa, sb, bias=None):
     """float64 product of the dequantised inputs: a·scale_a per (row, 128-group) and b·scale_b
     per (128 × 128) block, b given [..., N, K]."""
@@ -115,7 +121,7 @@ def test_blockscaled_matches_reference(interp, generator, M, N, K):
     sa, sb = _scales((M, K // 128), generator), _scales((-(-N // 128), K // 128), generator)
     out = poisoned((M, N), torch.bfloat16, "cpu")
     assert interp.triton.blockscaled_matmul(a, b, sa, sb, BLOCKSCALED, out=out) is out
-    assert_gemm_close(out, _blockscaled_reference(a, b, sa, sb), FP8, blockscaled=True)
+    _close(out, _blockscaled_reference(a, b, sa, sb))
 
 
 @pytest.mark.parametrize("block_n, out_dtype", [(32, torch.float32), (256, torch.float16)], ids=str)
@@ -131,7 +137,7 @@ def test_blockscaled_tile_widths_bias_and_output_dtypes(interp, generator, block
     s = Schedule(block_m=32, block_n=block_n, block_k=128, raster="n").persistent(4)
     out = poisoned((M, N), out_dtype, "cpu")
     interp.triton.blockscaled_matmul(a, b, sa, sb, s, out=out, bias=bias)
-    assert_gemm_close(out, _blockscaled_reference(a, b, sa, sb, bias), FP8, blockscaled=True)
+    _close(out, _blockscaled_reference(a, b, sa, sb, bias))
 
 
 def test_blockscaled_per_k_block_promotion(interp, generator):
@@ -143,7 +149,7 @@ def test_blockscaled_per_k_block_promotion(interp, generator):
     sa = _scales((M, 3), generator) * torch.tensor([1.0, 2.0**-20, 2.0**20])
     sb = _scales((1, 3), generator)
     out = interp.triton.blockscaled_matmul(a, b, sa, sb, BLOCKSCALED, out_dtype=torch.float32)
-    assert_gemm_close(out, _blockscaled_reference(a, b, sa, sb), FP8, blockscaled=True)
+    _close(out, _blockscaled_reference(a, b, sa, sb))
 
 
 def test_blockscaled_launch_is_cached_per_signature(interp, generator):
@@ -156,7 +162,7 @@ def test_blockscaled_launch_is_cached_per_signature(interp, generator):
 
     def check(a, sa, **kwargs):
         out = interp.triton.blockscaled_matmul(a, b, sa, sb, BLOCKSCALED, **kwargs)
-        assert_gemm_close(out, _blockscaled_reference(a.contiguous(), b, sa, sb, kwargs.get("bias")), FP8, blockscaled=True)
+        _close(out, _blockscaled_reference(a.contiguous(), b, sa, sb, kwargs.get("bias")))
 
     launches.clear()
     for _ in range(2):
@@ -184,7 +190,7 @@ def test_blockscaled_bmm(interp, generator):
                _scales((1, N // 128, K // 128), generator).expand(B, N // 128, K // 128)):
         out = poisoned((B, M, N), torch.bfloat16, "cpu")
         interp.triton.blockscaled_bmm(x, y, xs, ys, BLOCKSCALED, out=out)
-        assert_gemm_close(out, _blockscaled_reference(x, y, xs, ys), FP8, blockscaled=True)
+        _close(out, _blockscaled_reference(x, y, xs, ys))
 
 
 def test_blockscaled_on_quantised_data(interp, generator):

@@ -46,9 +46,11 @@ CASES = {
     "out_dtype_int32_for_float": (_ab, {"out_dtype": torch.int32}, TypeError, r"out_dtype: for torch\.float32 inputs"),
     "out_int32_for_float": (_ab, {"out": torch.empty(8, 12, dtype=torch.int32)}, TypeError,
                             r"^out: for torch\.float32 inputs must be one of"),
-    "int32_out_tensor_with_bias": (lambda: _ab(dtype=torch.int8), {"out": torch.empty(8, 12, dtype=torch.int32),
-                                                                   "bias": torch.ones(12), "schedule": Schedule().persistent(2)},
-                                   ValueError, r"^out: int32 output takes no scale_a/scale_b/bias; choose a float out dtype$"),
+    "int32_out_tensor_with_bias": (lambda: _ab(dtype=torch.int8),
+                                   {"out": torch.empty(8, 12, dtype=torch.int32), "bias": torch.ones(12),
+                                    "schedule": Schedule().persistent(2)},
+                                   ValueError, r"^out: int32 output takes no scale_a/scale_b/bias; choose a float "
+                                               r"out dtype$"),
     "int32_out_with_scale": (lambda: _ab(dtype=torch.int8), {"scale_a": torch.ones(1), "schedule": Schedule().persistent(2)},
                              ValueError, r"out_dtype: int32 output takes no scale_a/scale_b/bias"),
     "scale_dtype": (_ab, {"scale_a": torch.ones(8, dtype=torch.float16)}, TypeError, r"scale_a: dtype must be one of"),
@@ -69,7 +71,8 @@ CASES = {
                       {"schedule": Schedule(block_m=16, block_n=16, block_k=16).streamk(10**6).persistent(132)},
                       ValueError, r"schedule: Stream-K numbers the K-iterations of all 4194304 tiles \(512 each\) in int32"),
     "streamk_workspace_int32": (lambda: (torch.randn(300, 64), torch.randn(64, 300)),
-                                {"schedule": Schedule(block_m=256, block_n=256, block_k=32).streamk(1).persistent(16384)},
+                                {"schedule": Schedule(block_m=256, block_n=256, block_k=32).streamk(1)
+                                 .persistent(16384)},
                                 ValueError, r"^schedule: Stream-K on 16384 programs needs a workspace of 2147483648 "
                                             r"elements \(2 partial 256x256 tile\(s\) per program\), 2\*\*31 or more"),
 }

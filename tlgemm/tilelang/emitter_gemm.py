@@ -98,13 +98,10 @@ BLOCKSCALED_PASS_CONFIGS = {**PASS_CONFIGS, "tl.disable_safe_memory_legalize": T
 
 def pass_configs_for(schedule, base: dict = PASS_CONFIGS) -> dict:
     """``base``, and for a 2-CTA cluster kernel (``schedule.cluster_m`` > 1) without TileLang's
-    ThreadSync pass. Its shared memory is ordered by the kernel's own mbarriers and the consumers'
-    named barrier around the output staging (``OutputView.store``); all the pass adds to a
-    cluster kernel is a second barrier right after that one. Under the cluster walk's round
-    predicate tilelang 0.1.15 counts that barrier's threads with a Z3 enumeration, which gave 2
-    of 128 for block-scaled 64x144 tiles under raster "n", and then refuses the kernel. Two
-    rewrites of the predicate (bound to a register; predicating only the TMA store) moved the
-    miscount to other tiles (1 of 256 for 256x128 row waves, 111 of 128 for 64x112)."""
+    ThreadSync pass. The kernel orders its shared memory itself (mbarriers, and the consumers'
+    named barrier around the output staging, ``OutputView.store``); the pass only adds a second
+    barrier after that one, and under the cluster round's predicate tilelang 0.1.15 miscounted
+    its threads (2 of 128 for block-scaled 64x144 under raster "n") and refused the kernel."""
     if schedule.cluster_m > 1:
         return {**base, "tl.disable_thread_storage_sync": True}
     return base

@@ -30,9 +30,9 @@ naming the argument):
 Operand rows that the kernels cannot load as 16-byte vectors are copied: when K's rows are
 not a multiple of 16 bytes, both operands are copied K-major with K zero-padded to whole
 128-byte rows (exact: the padding adds zero products; the kernel's K is K rounded up to
-block_k, at most the copies' width, so its K-iterations stay tlgemm.schedules'); otherwise an operand whose rows along
-its unit-stride dimension are no 16-byte multiple, or whose data is not 16-byte aligned, is
-copied K-major. Without the copies those kernels loaded element by element: 6-25 TFLOP/s at
+block_k, at most the copies' width, so its K-iterations stay tlgemm.schedules'); otherwise an
+operand whose rows along its unit-stride dimension are no 16-byte multiple, or whose data is
+not 16-byte aligned, is copied K-major. Without the copies those kernels loaded element by element: 6-25 TFLOP/s at
 an odd K, 5.5 at a [K, N] b with N = 1001, on the H100 (benchmarks/results/unaligned_rows.md).
 
 The launchers validate a call once per argument signature (shapes, strides, dtypes, device:
