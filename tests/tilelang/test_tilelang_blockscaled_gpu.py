@@ -378,7 +378,7 @@ def test_clusters(generator, raster, M, N, K):
 def test_straddling_widths_in_clusters(generator, raster, block_n):
     """64-row tiles 112, 144 and 160 wide (straddling two weight-scale blocks) in 2-CTA
     clusters, B or A multicast, odd tile counts, a bias; 144 under raster n was refused by
-    TileLang's ThreadSync, which cluster kernels now compile without (``pass_configs_for``)."""
+    TileLang's ThreadSync, which the kernels compile without (``KERNEL_PASS_CONFIGS``)."""
     from tlgemm.schedules import Schedule
 
     schedule = Schedule(block_m=64, block_n=block_n, block_k=128, raster=raster).persistent(9).cluster(2)

@@ -761,13 +761,13 @@ def test_blockscaled_kernel_lowers_in_clusters():
     """cluster_m = 2: a 2-CTA launch whose rank 0 multicasts B (raster m) into both CTAs' ring
     slots, each consumer warpgroup releasing every slot on both CTAs (2 warpgroups x 2 ranks
     arrivals), a cluster barrier before exit."""
-    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda, pass_configs_for
+    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
     from tlgemm.tilelang.kernels import blockscaled_gemm
     from tlgemm.tilelang.launch import blockscaled_spec
 
     schedule = Schedule(block_m=128, block_n=128, block_k=128, num_stages=5, num_warpgroups=2).persistent(132)
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule.cluster(2), 132)
-    src = lower_to_cuda(blockscaled_gemm(spec), pass_configs_for(schedule.cluster(2), BLOCKSCALED_PASS_CONFIGS))
+    src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
     assert re.search(r"tl::tma_load_multicast\(B_desc, ", src) and "tma_load_multicast(A_desc" not in src
     assert src.count(".init(4);") == 5 and src.count("tl::cluster_sync();") == 2
     assert re.search(r"\.arrive\(rank\w*\);", src)
@@ -782,42 +782,79 @@ def test_blockscaled_kernel_lowers_in_clusters():
     Schedule(block_m=64, block_n=32, block_k=128, num_stages=6).swap_ab().persistent(9),
 ], ids=str)
 def test_clustered_blockscaled_kernels_lower_without_threadsync(schedule, raster):
-    """2-CTA cluster kernels compile without TileLang's ThreadSync (``pass_configs_for``): with
-    it, 64x144 under raster n was refused (its barrier's threads counted as 2 of 128)."""
-    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda, pass_configs_for
+    """2-CTA cluster kernels lower without TileLang's ThreadSync (``BLOCKSCALED_PASS_CONFIGS``):
+    with it, 64x144 under raster n was refused (its barrier's threads counted as 2 of 128)."""
+    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
     from tlgemm.tilelang.kernels import blockscaled_gemm
     from tlgemm.tilelang.launch import blockscaled_spec
 
     schedule = dataclasses.replace(schedule, raster=raster).cluster(2)
-    assert pass_configs_for(schedule, BLOCKSCALED_PASS_CONFIGS)["tl.disable_thread_storage_sync"]
-    assert "tl.disable_thread_storage_sync" not in pass_configs_for(schedule.cluster(1), BLOCKSCALED_PASS_CONFIGS)
+    assert BLOCKSCALED_PASS_CONFIGS["tl.disable_thread_storage_sync"]
     spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132)
-    src = lower_to_cuda(blockscaled_gemm(spec), pass_configs_for(schedule, BLOCKSCALED_PASS_CONFIGS))
+    src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
     assert src.count("tl::tma_store(") == 1 and src.count("tl::cluster_sync();") == 2
     assert re.search(r"tl::__sync_thread_partial\(9, (128|256)\);\s*#pragma unroll", src), \
         "the consumers' named barrier orders the staging stores"
 
 
-def test_threadsync_adds_only_a_second_staging_barrier_to_a_cluster_kernel():
-    """What turning ThreadSync off removes from a 2-CTA cluster kernel that it can lower: the
-    barrier it puts right after the consumers' own named barrier before the staging stores,
-    nothing else."""
+def _threadsync_kernels():
+    """One kernel of each family and form: its TileLang function and its pass configs."""
+    from tlgemm.tilelang.emitter_gemm import KERNEL_PASS_CONFIGS
+    from tlgemm.tilelang.kernels import build
+    from tlgemm.tilelang.launch import default_blockscaled_schedule, make_spec
+
+    e4m3, bf16 = torch.float8_e4m3fn, torch.bfloat16
+    wide = Schedule(block_m=128, block_n=256, block_k=64, num_stages=4, num_warpgroups=2).persistent(132)
+    dense = {
+        "bf16-128x256": make_spec(bf16, bf16, bf16, wide, 132),
+        "e4m3-scales-bias": make_spec(e4m3, e4m3, bf16, CASES["scaled-e4m3"][3], 132, scale_a="row",
+                                      scale_b="col", bias_dtype=bf16),
+        "f16-mn-64x128": make_spec(torch.float16, torch.float16, torch.float32,
+                                   Schedule(block_m=64, block_n=128, block_k=64).persistent(132), 132,
+                                   a_major="MN", b_major="MN"),
+        "bf16-streamk": make_spec(bf16, bf16, bf16, wide.streamk(66), 132),
+        "bf16-batched": dataclasses.replace(make_spec(bf16, bf16, bf16, wide, 132), batched=True),
+        "bf16-cluster": make_spec(bf16, bf16, bf16, wide.cluster(2), 132),
+    }
+    blockscaled = {
+        "blockscaled-m128": (default_blockscaled_schedule(128, N=7168, K=2048), {}),
+        "blockscaled-row-waves": (default_blockscaled_schedule(4096, N=24576, K=1536), {}),
+        "blockscaled-token-scales-bias": (Schedule(block_m=128, block_n=128, block_k=128, num_stages=4,
+                                                   num_warpgroups=2).persistent(132),
+                                          dict(bias_dtype=bf16, tma_token_scales=True)),
+        "blockscaled-swap-ab": (default_blockscaled_schedule(16, N=7168, K=2048), {}),
+    }
+    return ([pytest.param(lambda spec=spec: build(spec), KERNEL_PASS_CONFIGS, id=name) for name, spec in dense.items()]
+            + [pytest.param(lambda s=s, kw=kw: blockscaled_gemm(blockscaled_spec(e4m3, e4m3, bf16, s, 132, **kw)),
+                            BLOCKSCALED_PASS_CONFIGS, id=name) for name, (s, kw) in blockscaled.items()])
+
+
+@pytest.mark.parametrize("kernel, configs", _threadsync_kernels())
+def test_threadsync_adds_only_redundant_barriers(kernel, configs, request):
+    """The backend's kernels compile without TileLang's ThreadSync (``KERNEL_PASS_CONFIGS``);
+    what the pass would add to each kernel family is only a barrier that orders nothing: a
+    second named barrier of the same threads right after the consumers' own before the
+    staging stores, or a ``__syncthreads`` between register-only code and the warp roles'
+    split (its warning "Hoisting sync out of an if"), if anything."""
     import difflib
 
-    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda, pass_configs_for
-    from tlgemm.tilelang.kernels import blockscaled_gemm
-    from tlgemm.tilelang.launch import blockscaled_spec
-
-    schedule = Schedule(block_m=128, block_n=128, block_k=128, num_stages=4, num_warpgroups=2).persistent(132)
-    kernel = blockscaled_gemm(blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16,
-                                               schedule.cluster(2), 132))
-    with_pass = lower_to_cuda(kernel, BLOCKSCALED_PASS_CONFIGS).splitlines()
-    without = lower_to_cuda(kernel, pass_configs_for(schedule.cluster(2), BLOCKSCALED_PASS_CONFIGS)).splitlines()
-    removed = [(i, line) for i, line in enumerate(with_pass) if line not in without]
-    assert len(without) == len(with_pass) - 1 and [line.strip() for _, line in removed] == [
-        "tl::__sync_thread_partial(3, 256);"]
-    assert with_pass[removed[0][0] - 1].strip() == "tl::__sync_thread_partial(9, 256);"
-    assert list(difflib.unified_diff(with_pass[:removed[0][0]] + with_pass[removed[0][0] + 1:], without)) == []
+    name = request.node.callspec.id
+    assert configs["tl.disable_thread_storage_sync"]
+    func = kernel()
+    with_pass = lower_to_cuda(func, {k: v for k, v in configs.items() if k != "tl.disable_thread_storage_sync"})
+    with_pass, without = with_pass.splitlines(), lower_to_cuda(func, configs).splitlines()
+    opcodes = [op for op in difflib.SequenceMatcher(a=with_pass, b=without, autojunk=False).get_opcodes()
+               if op[0] != "equal"]
+    assert all(tag == "delete" and i2 == i1 + 1 for tag, i1, i2, _, _ in opcodes), (name, opcodes)
+    for _, i, _, _, _ in opcodes:
+        line, before, after = with_pass[i].strip(), with_pass[i - 1].strip(), with_pass[i + 1].strip()
+        staging = re.fullmatch(r"tl::__sync_thread_partial\(3, (\d+)\);", line)
+        if staging:
+            assert before == f"tl::__sync_thread_partial(9, {staging.group(1)});", (name, before, line)
+        else:
+            assert line == "__syncthreads();" and re.fullmatch(r"if \(\d+ <= \(\(int\)threadIdx\.x\)\) \{", after), \
+                (name, line, after)
+            assert not re.search(r"shared|smem|buf_dyn", before), (name, before)
 
 
 @pytest.mark.parametrize("swap", [False, True])

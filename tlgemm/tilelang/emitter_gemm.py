@@ -87,24 +87,19 @@ def emitter_gemm(M: int, N: int, K: int, a_dtype: str, b_dtype: str, accum_dtype
     return gemm
 
 
-#: Pass configuration every tlgemm TileLang kernel compiles with: this one (see the module
-#: docstring) and the backend's, which synchronise their own warp-specialised pipeline with
-#: mbarriers (tlgemm.tilelang.stages), so TileLang's automatic one stays off.
+#: Pass configuration of ``emitter_gemm`` (see the module docstring).
 PASS_CONFIGS = {"tl.disable_warp_specialized": True}
+#: The backend's kernels' (tlgemm.tilelang.kernels): they synchronise their warp-specialised
+#: pipeline themselves (mbarriers, and the consumers' named barrier around the output staging,
+#: ``OutputView.store``), so TileLang's automatic warp specialisation and its ThreadSync pass
+#: stay off. Lowered with ThreadSync, every kernel family got only redundant barriers from it: a
+#: second named barrier right after the consumers' own, or a ``__syncthreads`` before the warp
+#: roles split; and under a 2-CTA cluster round's predicate it miscounted that barrier's
+#: threads and refused the kernel (block-scaled 64x144 under raster "n": 2 of 128).
+KERNEL_PASS_CONFIGS = {**PASS_CONFIGS, "tl.disable_thread_storage_sync": True}
 #: The block-scaled kernel's: also without TileLang's cp.async bounds guard, which misreads
 #: strided buffers (tlgemm.tilelang.stages.GroupScaleView clamps its indices itself).
-BLOCKSCALED_PASS_CONFIGS = {**PASS_CONFIGS, "tl.disable_safe_memory_legalize": True}
-
-
-def pass_configs_for(schedule, base: dict = PASS_CONFIGS) -> dict:
-    """``base``, and for a 2-CTA cluster kernel (``schedule.cluster_m`` > 1) without TileLang's
-    ThreadSync pass. The kernel orders its shared memory itself (mbarriers, and the consumers'
-    named barrier around the output staging, ``OutputView.store``); the pass only adds a second
-    barrier after that one, and under the cluster round's predicate tilelang 0.1.15 miscounted
-    its threads (2 of 128 for block-scaled 64x144 under raster "n") and refused the kernel."""
-    if schedule.cluster_m > 1:
-        return {**base, "tl.disable_thread_storage_sync": True}
-    return base
+BLOCKSCALED_PASS_CONFIGS = {**KERNEL_PASS_CONFIGS, "tl.disable_safe_memory_legalize": True}
 
 
 def lower_to_cuda(func, pass_configs=None) -> str:

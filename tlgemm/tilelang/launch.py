@@ -60,7 +60,7 @@ from tlgemm import schedules
 from tlgemm.macros.operands import Major
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles
 
-from .emitter_gemm import BLOCKSCALED_PASS_CONFIGS, PASS_CONFIGS, lower_to_cuda, pass_configs_for
+from .emitter_gemm import BLOCKSCALED_PASS_CONFIGS, KERNEL_PASS_CONFIGS, PASS_CONFIGS, lower_to_cuda
 from .kernels import KernelSpec, build, schedule_trace_kernel
 from .stages import BlockScaledContext
 
@@ -68,7 +68,7 @@ __all__ = ["matmul", "persistent_matmul", "streamk_matmul", "bmm", "schedule_tra
            "cached_launch", "check_bmm_schedule",
            "blockscaled_matmul", "blockscaled_bmm", "blockscaled_spec", "default_blockscaled_schedule",
            "blockscaled_stages_that_fit", "operands_read_once", "read_once", "PASS_CONFIGS",
-           "BLOCKSCALED_PASS_CONFIGS"]
+           "KERNEL_PASS_CONFIGS", "BLOCKSCALED_PASS_CONFIGS"]
 
 _WGMMA_INPUT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "tf32",
                 torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2", torch.int8: "s8"}
@@ -237,7 +237,7 @@ def _compiled(spec: KernelSpec):
     import tilelang
 
     with _lowering(spec.schedule):
-        return tilelang.compile(build(spec), target="cuda", pass_configs=pass_configs_for(spec.schedule))
+        return tilelang.compile(build(spec), target="cuda", pass_configs=KERNEL_PASS_CONFIGS)
 
 
 def _kernel_for(a_dtype, b_dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, scale_a, scale_b,
@@ -630,7 +630,7 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
     if emit == "tir":
         return func.script()
     with _lowering(schedule):
-        return lower_to_cuda(func, pass_configs_for(schedule))
+        return lower_to_cuda(func, KERNEL_PASS_CONFIGS)
 
 
 @functools.lru_cache(maxsize=None)
@@ -906,7 +906,7 @@ def _compiled_blockscaled(spec):
 
     with _lowering(spec.schedule):
         return tilelang.compile(blockscaled_gemm(spec), target="cuda",
-                                pass_configs=pass_configs_for(spec.schedule, BLOCKSCALED_PASS_CONFIGS))
+                                pass_configs=BLOCKSCALED_PASS_CONFIGS)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -702,7 +702,8 @@ class ScheduleContext:
         """How many tiles' K ranges the Stream-K iterations [begin, end) touch: the segments a
         program walks (``get_iter`` gives each one's tile and first K-iteration). Walking
         exactly these, with no per-segment ``if``, keeps the fix-up's named barriers out of a
-        branch that TileLang's ThreadSync pass refused for some tiles (e.g. 256x16x128)."""
+        branch that TileLang's ThreadSync pass refused for some tiles (e.g. 256x16x128) when the
+        kernels still compiled with it."""
         iters = self.iters_per_tile
         return T.if_then_else(end > begin, (end - 1) // iters - begin // iters + 1, 0)
 
@@ -1412,8 +1413,8 @@ class BlockScaledContext(GemmContext):
         def last_block(it, descriptors, slot=None):
             """The last K block, peeled off (no A to copy after it): it gives its slot back after
             its promotions; given back before them, outside the loop, tilelang 0.1.15's
-            ThreadSync asks for a shared-memory barrier that it cannot lower on one consumer
-            warpgroup."""
+            ThreadSync asked for a shared-memory barrier that it could not lower on one consumer
+            warpgroup, when the kernels still compiled with that pass."""
             for part in list(range(parts)):
                 issue(tmp[0], it, descriptors, part, 0, slot)
                 stage_factors(it, part)
