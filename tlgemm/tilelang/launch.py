@@ -19,6 +19,10 @@ one copy, documented here and by ``explain``):
   just 16: with operand rows 16 to 112 bytes off whole 128-byte lines the kernel ran 1.4-2.0x
   slower on the H100 (e.g. 4096x4096x4001 bf16: 366 TFLOP/s with K padded to 4008, 749 to
   4032); C's temporary measured level either way (benchmarks/results/unaligned_rows.md).
+  The kernel's K is then the padded width (a kernel parameter's row pitch is its K): for a
+  block_k of fewer than 128 bytes it may walk up to 128 bytes of all-zero K-iterations more
+  than ceil(K / block_k) (bf16 K = 33 at block_k 16: 4 instead of 3), and a Stream-K schedule
+  splits the padded width's K-iterations (the Triton kernel walks ceil(K / block_k)).
 
 Schedules the kernels take (else a ``schedule:`` ValueError): one or two consumer warpgroups;
 at least two stages (a consumer releases a ring slot only after issuing the next K-iteration's
