@@ -85,15 +85,17 @@ def check_int32_walk(schedule, M: int, N: int, K: int) -> None:
 
 
 def check_no_overlap(name, t):
-    """Raise where ``t``'s strides make two of its elements one memory location: ordered by
-    stride, each axis of size > 1 must step past the last element the smaller-stride axes
-    reach. An empty tensor has no elements to overlap."""
+    """Raise where ``t``'s strides may make two of its elements one memory location: ordered
+    by stride, each axis of size > 1 must step past the last element the smaller-stride axes
+    reach (a sufficient rule: some interleaved layouts that pass no such test, e.g. shape
+    (3, 2) with strides (2, 3), are refused too). An empty tensor has no elements to overlap."""
     if t.numel() == 0:
         return
     span = 0
     for size, stride in sorted((d for d in zip(t.shape, t.stride()) if d[0] > 1), key=lambda d: d[1]):
         if stride <= span:
-            raise ValueError(f"{name}: strides {t.stride()} make elements of shape {tuple(t.shape)} overlap")
+            raise ValueError(f"{name}: strides {t.stride()} may make elements of shape {tuple(t.shape)} overlap (ordered by "
+                             "stride, each dimension must step past the elements of the smaller-stride ones)")
         span += (size - 1) * stride
 
 

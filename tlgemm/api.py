@@ -351,7 +351,8 @@ def _scale_kind(scale_a, scale_b, M: int, N: int, K: int, device: torch.device) 
             raise ValueError(f"a, b: block-wise scales need K a multiple of {SCALE_BLOCK} (whole 1x128 and 128x128 "
                              f"scale blocks along K; both backends' kernels take one per K-step), got K = {K}")
         return True
-    hint = "; this scale_b is torch._scaled_mm's [K/128, N/128] layout: pass scale_b.t()" if sb == (kb, nb) else ""
+    hint = ("; this scale_b is torch._scaled_mm's [K/128, N/128] layout: pass scale_b.t()"
+            if sb == (kb, nb) != (nb, kb) else "")
     raise ValueError(f"scale_a, scale_b: shapes {list(sa)} and {list(sb)} match no scaling of [{M}, {K}] @ [{K}, {N}]: "
                      "per-tensor (1 element), per-row scale_a [M, 1] or [M], per-column scale_b [1, N] or [N], or "
                      f"block-wise scale_a [M, ceil(K/128)] = [{M}, {kb}] with scale_b [ceil(N/128), ceil(K/128)] = "

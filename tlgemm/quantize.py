@@ -66,8 +66,10 @@ def quantize_fp8_blockwise(x: torch.Tensor, block=(1, 128), dtype: torch.dtype =
     along all of it. dtype: float8_e4m3fn or float8_e5m2.
     Returns x_fp8 of x's shape and ``dtype``, contiguous, and float32 scales
     [..., ⌈rows/br⌉, ⌈cols/bc⌉] with scale = amax(|block|) / max(dtype), rounded to nearest,
-    or to the next float32 up where that fell below the quotient, so |x / scale| <= max(dtype)
-    and no value is clamped (a subnormal scale, of few bits, fell up to 29% below). A block
+    or to the next float32 up where amax / scale in float32 exceeds max(dtype) (a subnormal
+    scale, of few bits, fell up to 29% below), so the float32 quotients x / scale that are
+    rounded to fp8 stay within max(dtype) and no value is clamped; the exact quotient may
+    exceed max(dtype) by float32's rounding (about 448.00001 for e4m3). A block
     whose scale would be 0 (all zeros, or an amax so small that amax / max(dtype) underflows
     float32) gets scale 1 instead: its values quantise to 0 or fp8 subnormals, and no finite
     input yields a 0, inf or NaN scale. Not differentiable: computed without autograd.

@@ -63,7 +63,7 @@ CASES = {
     "out_int32": (tlgemm.matmul, _ab, {"out": torch.empty(8, 12, dtype=torch.int32)}, TypeError,
                   r"out: for bfloat16 inputs \(matmul\) one of float32, float16, bfloat16, got int32"),
     "out_overlaps_itself": (tlgemm.matmul, _ab, {"out": torch.empty(1, 12, dtype=torch.bfloat16).expand(8, 12)},
-                            ValueError, r"out: strides \(0, 1\) make elements of shape \(8, 12\) overlap"),
+                            ValueError, r"out: strides \(0, 1\) may make elements of shape \(8, 12\) overlap"),
     "a_int32_elements": (tlgemm.matmul, lambda: (_meta(2**16, 2**15), _meta(2**15, 4)), {}, ValueError,
                          r"a: holds 2147483648 elements; the kernels index in int32"),
     "out_int32_elements": (tlgemm.matmul, lambda: (_meta(2**16, 1), _meta(1, 2**15)), {}, ValueError,
@@ -139,6 +139,26 @@ def test_scaled_mm_scale_rules(case):
         scales = make(8, 12, 16)
     with pytest.raises(error, match=message):
         tlgemm.scaled_mm(a, b, *scales, **kwargs)
+
+
+def test_square_block_scales_of_b_are_not_blamed():
+    """With ceil(N/128) = K/128 a square scale_b has the block-wise shape in either reading, so
+    a wrong scale_a does not get the hint that scale_b is torch._scaled_mm's layout."""
+    a, b = _fp8(40, 136, 256)
+    with pytest.raises(ValueError, match=r"shapes \[40, 3\] and \[2, 2\] match no scaling") as info:
+        tlgemm.scaled_mm(a, b, torch.ones(40, 3), torch.ones(2, 2))
+    assert "pass scale_b.t()" not in str(info.value)
+
+
+def test_interleaved_out_strides_are_refused_as_possibly_overlapping():
+    """The overlap rule is sufficient, not exact: shape (3, 2) with strides (2, 3) has six
+    distinct offsets but no dimension steps past the other's elements; the message says that
+    elements may overlap, and why."""
+    a, b = _ab(3, 2, 16)
+    out = torch.empty(8, dtype=torch.bfloat16).as_strided((3, 2), (2, 3))
+    with pytest.raises(ValueError, match=r"out: strides \(2, 3\) may make elements of shape \(3, 2\) overlap "
+                                         r"\(ordered by stride, each dimension must step past"):
+        tlgemm.matmul(a, b, out=out)
 
 
 def test_out_sharing_memory_with_an_input_is_named():
