@@ -91,12 +91,24 @@ def _library_version() -> str:
         return "unknown"
 
 
+def _json_object(value: object) -> bool:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        return False
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
 class AutotuneCache:
     """get/put of tuned Schedules keyed by (GPU name, backend, dtypes, layout, shape bucket, version)."""
 
     def __init__(self, directory: str | os.PathLike[str] | None = None, version: str | None = None):
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         self.path = self.directory / _FILENAME
+        if version is not None and (not isinstance(version, str) or not version or "|" in version):
+            raise ValueError(f"version must be a non-empty string without '|', got {version!r}")
         self.version = version if version is not None else _library_version()
         self._warned: tuple[int, int, int] | None = None  # (inode, size, mtime_ns) last warned about
 
@@ -130,6 +142,8 @@ class AutotuneCache:
         """Store schedule (and JSON-serialisable info, e.g. measured TFLOP/s) atomically."""
         if not isinstance(schedule, Schedule):
             raise ValueError(f"schedule must be a Schedule, got {type(schedule).__name__}")
+        if info is not None and not _json_object(info):
+            raise ValueError(f"info must be a JSON-serialisable dict with str keys, got {info!r}")
         key = self.key(gpu, backend, dtypes, M, N, K, layout=layout)
         value = {"schedule": schedule.to_dict(), "info": dict(info or {})}
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -164,7 +178,7 @@ class AutotuneCache:
         problem = None
         try:
             data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        except (ValueError, RecursionError) as err:  # ValueError: bad UTF-8 or JSON, an int of > 4300 digits
             problem = f"not valid JSON (truncated or corrupt: {type(err).__name__}: {err})"
         else:
             if not isinstance(data, dict) or data.get("producer") != _PRODUCER:

@@ -82,6 +82,7 @@ class WorkItem(NamedTuple):
 
 def num_splits(K: int, s: Schedule) -> int:
     """Split-K ranges per tile: min(split_k, num_k_iters(K)), so no range is empty."""
+    check_schedule(s)
     return min(s.split_k, num_k_iters(K, s))
 
 
@@ -144,6 +145,7 @@ def logical_program(pid: int, num_programs: int, s: Schedule) -> int:
     """Launch id → logical id: chiplet_transform_chunked(pid, P, num_xcds, chunk_size) when
     num_xcds > 1, else pid."""
     check_schedule(s)
+    check_int("num_programs", num_programs, 1)
     check_index("pid", pid, num_programs, "num_programs")
     if s.num_xcds == 1:
         return pid
@@ -167,6 +169,15 @@ class StreamKPlan:
                      "remainder_iters"):
             check_int(f"StreamKPlan.{name}", getattr(self, name), 0)
         check_int("StreamKPlan.num_programs", self.num_programs, 1)
+        check_int("StreamKPlan.iters_per_tile", self.iters_per_tile, 1)
+        P, G = self.num_programs, self.streamk_tiles * self.iters_per_tile
+        if self.full_tiles + self.streamk_tiles != self.total_tiles:
+            raise ValueError(f"StreamKPlan: full_tiles + streamk_tiles must be total_tiles, got {self.full_tiles} + "
+                             f"{self.streamk_tiles} != {self.total_tiles}")
+        if (self.iters_per_program, self.remainder_iters) != divmod(G, P):
+            raise ValueError(f"StreamKPlan: (iters_per_program, remainder_iters) must be divmod(streamk_tiles · "
+                             f"iters_per_tile, num_programs) = {divmod(G, P)}, got "
+                             f"{(self.iters_per_program, self.remainder_iters)}")
 
     @property
     def streamk_iters(self) -> int:
@@ -179,9 +190,15 @@ class StreamKPlan:
         return self.full_tiles * self.iters_per_tile
 
 
+def _check_plan(plan: object) -> None:
+    if not isinstance(plan, StreamKPlan):
+        raise ValueError(f"plan must be a tlgemm.schedules.StreamKPlan (streamk_plan), got {type(plan).__name__}")
+
+
 def streamk_plan(M: int, N: int, K: int, s: Schedule, num_sms: int | None = None) -> StreamKPlan:
     """The Stream-K plan of a persistent schedule (streamk_tiles = 0 gives the plain
     persistent plan: every tile full)."""
+    check_schedule(s)
     if not s.is_persistent or s.split_k > 1:
         raise ValueError("streamk_plan needs a persistent schedule without split-K")
     programs = num_programs(M, N, K, s, num_sms)
@@ -195,6 +212,7 @@ def streamk_plan(M: int, N: int, K: int, s: Schedule, num_sms: int | None = None
 def streamk_iter_range(lpid: int, plan: StreamKPlan) -> range:
     """Global Stream-K iterations of logical program lpid:
     range(F·I + lpid·q + min(lpid, r), F·I + (lpid+1)·q + min(lpid+1, r))."""
+    _check_plan(plan)
     check_index("lpid", lpid, plan.num_programs, "num_programs")
     base, q, r = plan.first_streamk_iter, plan.iters_per_program, plan.remainder_iters
     return range(base + lpid * q + min(lpid, r), base + (lpid + 1) * q + min(lpid + 1, r))
@@ -210,6 +228,7 @@ def get_iter(global_iter: int, iters_per_tile: int) -> tuple[int, int]:
 def iter_owner(global_iter: int, plan: StreamKPlan) -> int:
     """Logical program running Stream-K iteration g. With h = g - F·I and b = r·(q+1):
     h // (q+1) if h < b, else r + (h - b) // q."""
+    _check_plan(plan)
     check_int("global_iter", global_iter, 0)
     h = global_iter - plan.first_streamk_iter
     if not 0 <= h < plan.streamk_iters:
@@ -225,6 +244,7 @@ def iter_owner(global_iter: int, plan: StreamKPlan) -> int:
 def fixup_owner(tile_id: int, plan: StreamKPlan) -> int:
     """Logical program that runs K-iteration 0 of the tile and stores it: tile % P for a full
     tile, iter_owner(tile · I) for a Stream-K tile."""
+    _check_plan(plan)
     check_index("tile_id", tile_id, plan.total_tiles, "total_tiles")
     if tile_id < plan.full_tiles:
         return tile_id % plan.num_programs

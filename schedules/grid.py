@@ -57,6 +57,7 @@ def num_tiles_n(N: int, s: Schedule) -> int:
 def num_k_iters(K: int, s: Schedule) -> int:
     """K-iterations per tile: max(1, ⌈K / block_k⌉). K = 0 still runs one fully masked
     iteration, so every output tile is written (zeros, then the epilogue)."""
+    check_schedule(s)
     check_int("K", K, 0)
     return max(1, cdiv(K, s.block_k))
 

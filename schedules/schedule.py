@@ -206,7 +206,7 @@ class Schedule:
             size = 8 if group_size is None else group_size
             return self._with(raster="m" if kind == "grouped" else "n", group_size_m=size)
         if kind in ("row", "column"):
-            if group_size not in (None, 1):
+            if group_size is not None and (type(group_size) is not int or group_size != 1):
                 raise ValueError(f"map({kind!r}) takes no group_size (it is 1), got {group_size!r}")
             return self._with(raster="m" if kind == "row" else "n", group_size_m=1)
         raise ValueError(f"map kind must be one of {MAP_KINDS}, got {kind!r}")
@@ -269,20 +269,21 @@ class Schedule:
         if not isinstance(text, str):
             raise ValueError(f"Schedule.parse needs a str, got {type(text).__name__}")
         words = text.split()
-        try:
-            bm, bn, bk = (int(v) for v in words[0].split("x"))
-        except (IndexError, ValueError):
-            raise ValueError(f"Schedule.parse: {text!r} does not start with <block_m>x<block_n>x<block_k>") from None
-        fields: dict[str, Any] = {"block_m": bm, "block_n": bn, "block_k": bk}
-        keys = {"raster": ("raster", str), "g": ("group_size_m", int), "stages": ("num_stages", int),
-                "wg": ("num_warpgroups", int), "streamk": ("streamk_tiles", int), "splitk": ("split_k", int),
-                "cluster_m": ("cluster_m", int)}
 
         def number(word: str, value: str) -> int:
             if not re.fullmatch(r"[0-9]+", value):
                 raise ValueError(f"Schedule.parse: {value!r} in the word {word!r} of {text!r} is not a decimal "
                                  "integer")
             return int(value)
+
+        sizes = words[0].split("x") if words else []
+        if len(sizes) != 3:
+            raise ValueError(f"Schedule.parse: {text!r} does not start with <block_m>x<block_n>x<block_k>")
+        bm, bn, bk = (number(words[0], v) for v in sizes)
+        fields: dict[str, Any] = {"block_m": bm, "block_n": bn, "block_k": bk}
+        keys = {"raster": ("raster", str), "g": ("group_size_m", int), "stages": ("num_stages", int),
+                "wg": ("num_warpgroups", int), "streamk": ("streamk_tiles", int), "splitk": ("split_k", int),
+                "cluster_m": ("cluster_m", int)}
 
         def put(name: str, value: Any, word: str) -> None:
             if name in fields:

@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from ._checks import check_int, check_schedule
 from .dtypes import DTYPE_BYTES, gemm_dtypes
 from .grid import cdiv, num_k_iters, num_tiles
-from .schedule import Schedule
+from .schedule import INT32_MAX, Schedule
 
 __all__ = ["Candidate", "Selection", "select", "shared_memory_bytes", "store_staging", "MODES"]
 
@@ -384,6 +384,8 @@ def select(M: int, N: int, K: int, dtypes: object, num_sms: int, smem_bytes: int
     check_int("N", N, 1)
     check_int("K", K, 1)
     check_int("num_sms", num_sms, 1)
+    if num_sms > INT32_MAX:
+        raise ValueError(f"num_sms must be <= 2**31 - 1 (the kernels take it as an int32), got {num_sms}")
     check_int("smem_bytes", smem_bytes, 1)
     if not isinstance(explain, bool):
         raise ValueError(f"explain must be a bool, got {explain!r}")

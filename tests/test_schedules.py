@@ -24,6 +24,7 @@ from tlgemm.schedules import (
     num_tiles,
     persistent_programs,
     persistent_tile_range,
+    select,
     problem_shape,
     split_k_range,
     streamk_iter_range,
@@ -501,6 +502,21 @@ def test_streamk_fixup_ownership(problem):
     (lambda: Schedule.parse("128x128x64 persistent(abc)"), r"'abc' in the word 'persistent\(abc\)'.* not a decimal"),
     (lambda: Schedule.parse("128x128x64 stages=3.5"), r"'3.5' .* not a decimal integer"),
     (lambda: Schedule.parse("128x128x64 g=1_6"), r"'1_6' .* not a decimal integer"),
+    (lambda: Schedule.parse("128x1_28x64"), r"'1_28' in the word '128x1_28x64' .* not a decimal integer"),
+    (lambda: Schedule.parse("128x+128x64"), r"'\+128' .* not a decimal integer"),
+    (lambda: Schedule.parse("\uff11\uff12\uff18x128x64"), r"not a decimal integer"),
+    (lambda: Schedule.parse("128x128"), r"does not start with <block_m>x<block_n>x<block_k>"),
+    (lambda: Schedule().map("row", True), r"map\('row'\) takes no group_size \(it is 1\), got True"),
+    (lambda: num_k_iters(256, None), r"schedule must be a tlgemm.schedules.Schedule, got NoneType"),
+    (lambda: num_splits(256, None), r"schedule must be a tlgemm.schedules.Schedule, got NoneType"),
+    (lambda: split_k_range(0, 256, None), r"schedule must be a tlgemm.schedules.Schedule, got NoneType"),
+    (lambda: streamk_plan(256, 256, 256, None, num_sms=4), r"schedule must be a tlgemm.schedules.Schedule"),
+    (lambda: iter_owner(0, None), r"plan must be a tlgemm.schedules.StreamKPlan \(streamk_plan\), got NoneType"),
+    (lambda: fixup_owner(0, None), r"plan must be a tlgemm.schedules.StreamKPlan"),
+    (lambda: tile_contributors(0, None), r"plan must be a tlgemm.schedules.StreamKPlan"),
+    (lambda: streamk_iter_range(0, None), r"plan must be a tlgemm.schedules.StreamKPlan"),
+    (lambda: logical_program(0, 1.5, Schedule()), r"num_programs must be an int, got 1.5"),
+    (lambda: select(128, 128, 128, "bf16", 2**31, 232448), r"^num_sms must be <= 2\*\*31 - 1"),
     (lambda: Schedule.parse("128x128x64 g=4 g=2"), r"sets group_size_m a second time"),
     (lambda: Schedule.parse("128x128x64 xcds=8/chunk=2/chunk=3"), r"unknown word"),
 ])
@@ -518,3 +534,8 @@ def test_streamk_plan_fields_are_checked():
         replace(plan, num_programs=0)
     with pytest.raises(ValueError, match=r"global_iter must be an int"):
         iter_owner(2.5, plan)
+    with pytest.raises(ValueError, match=r"full_tiles \+ streamk_tiles must be total_tiles, got 12 \+ 4 != 5"):
+        replace(plan, total_tiles=5)
+    with pytest.raises(ValueError, match=r"\(iters_per_program, remainder_iters\) must be divmod.* = \(4, 0\), "
+                                         r"got \(2, 0\)"):
+        replace(plan, iters_per_program=2)  # iter_owner divided by zero on such a hand-built plan

@@ -146,6 +146,12 @@ def test_bad_key_parts_raise(tmp_path):
         cache.put(GPU, "tri|ton", "bf16", 1, 1, 1, TUNED)
     with pytest.raises(ValueError, match="schedule must be a Schedule"):
         cache.put(GPU, "triton", "bf16", 1, 1, 1, TUNED.to_dict())
+    with pytest.raises(ValueError, match="version must be a non-empty string without '\\|', got '1\\|x'"):
+        AutotuneCache(tmp_path, version="1|x")
+    for info in ("abc", {1: 1, "a": 2}, {"a": object()}):
+        with pytest.raises(ValueError, match="info must be a JSON-serialisable dict with str keys"):
+            cache.put(GPU, "triton", "bf16", 1, 1, 1, TUNED, info)
+    assert not cache.path.exists()
 
 
 def test_concurrent_writers_lose_nothing_and_readers_never_see_a_torn_file(tmp_path):
@@ -223,6 +229,17 @@ def test_unreadable_or_deeply_nested_file_is_a_miss_with_a_warning(tmp_path):
     nested.path.write_bytes(b"[" * 200000 + b"]" * 200000)
     with pytest.warns(CacheWarning, match="not valid JSON .*RecursionError"):
         assert nested.get(GPU, "triton", "bf16", 1, 1, 1) is None
+
+
+def test_file_with_an_overlong_integer_is_ignored_and_rebuilt(tmp_path):
+    """json.loads refuses an integer of more than 4300 digits with a plain ValueError: a miss
+    with a warning, and the next put rebuilds the file (get and put raised before)."""
+    cache = AutotuneCache(tmp_path, version="v")
+    cache.path.write_bytes(b'{"producer": "tlgemm.autotune", "format": 2, "entries": {}, "x": ' + b"1" * 5000 + b"}")
+    with pytest.warns(CacheWarning, match="not valid JSON .*ValueError: Exceeds the limit"):
+        assert cache.get(GPU, "triton", "bf16", 1, 1, 1) is None
+    cache.put(GPU, "triton", "bf16", 1, 1, 1, TUNED)
+    assert cache.get(GPU, "triton", "bf16", 1, 1, 1) == TUNED
 
 
 def test_unusable_entry_is_a_miss_with_a_warning(tmp_path):
