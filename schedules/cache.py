@@ -143,7 +143,7 @@ class AutotuneCache:
         if not isinstance(schedule, Schedule):
             raise ValueError(f"schedule must be a Schedule, got {type(schedule).__name__}")
         if info is not None and not _json_object(info):
-            raise ValueError(f"info must be a JSON-serialisable dict with str keys, got {info!r}")
+            raise ValueError(f"info must be a dict with str keys and JSON-serialisable values, got {info!r}")
         key = self.key(gpu, backend, dtypes, M, N, K, layout=layout)
         value = {"schedule": schedule.to_dict(), "info": dict(info or {})}
         self.directory.mkdir(parents=True, exist_ok=True)

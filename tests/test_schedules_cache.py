@@ -149,7 +149,7 @@ def test_bad_key_parts_raise(tmp_path):
     with pytest.raises(ValueError, match="version must be a non-empty string without '\\|', got '1\\|x'"):
         AutotuneCache(tmp_path, version="1|x")
     for info in ("abc", {1: 1, "a": 2}, {"a": object()}):
-        with pytest.raises(ValueError, match="info must be a JSON-serialisable dict with str keys"):
+        with pytest.raises(ValueError, match="info must be a dict with str keys and JSON-serialisable values"):
             cache.put(GPU, "triton", "bf16", 1, 1, 1, TUNED, info)
     assert not cache.path.exists()
 

@@ -818,7 +818,7 @@ def _threadsync_kernels():
     }
     blockscaled = {
         "blockscaled-m128": (default_blockscaled_schedule(128, N=7168, K=2048), {}),
-        "blockscaled-row-waves": (default_blockscaled_schedule(4096, N=24576, K=1536), {}),
+        "blockscaled-row-waves": (default_blockscaled_schedule(4096, N=24576, K=1536), dict(tma_token_scales=True)),
         "blockscaled-token-scales-bias": (Schedule(block_m=128, block_n=128, block_k=128, num_stages=4,
                                                    num_warpgroups=2).persistent(132),
                                           dict(bias_dtype=bf16, tma_token_scales=True)),
