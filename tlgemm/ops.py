@@ -91,15 +91,17 @@ def _scaled_mm_fake(a, b, scale_a, scale_b, bias=None, out_dtype=None, backend="
 def _grad_operand(name: str, a: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(g, unit): the incoming gradient in a's dtype, divided by ``unit`` (a power of two, exact)
     where a wider gradient may not fit it: a float32 gradient (out_dtype=float32) of float16
-    inputs beyond float16's 65504 would become inf. unit None: g is the gradient itself. unit is
-    set by the finite entries, so a NaN or inf spoils only the products it enters, as in torch."""
+    inputs is scaled so that its largest finite magnitude lands in [2**13, 2**14) (beyond 65504
+    it would become inf in float16, below 2**-14 lose bits in float16's subnormals or become 0).
+    unit None: g is the gradient itself. unit is set by the finite entries, so a NaN or inf
+    spoils only the products it enters, as in torch."""
     if a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise RuntimeError(f"tlgemm.{name}: no gradient for {a.dtype} inputs (float32/float16/bfloat16 only)")
     if a.dtype != torch.float16 or grad.dtype == torch.float16 or grad.numel() == 0:
         return grad.to(a.dtype), None
     magnitude = grad.detach().abs()
     amax = magnitude.masked_fill(~magnitude.isfinite(), 0).amax().float()
-    unit = torch.exp2(torch.ceil(torch.log2(amax / 2.0**14))).clamp(min=1.0)
+    unit = torch.exp2(torch.floor(torch.log2(amax)) - 13).clamp(min=2.0**-126)
     return (grad / unit).to(a.dtype), unit
 
 
@@ -110,8 +112,11 @@ def _setup_mm(ctx, inputs, output):
 
 
 def _setup_addmm(ctx, inputs, output):
+    """Saves a and b; of the bias only its shape and dtype (torch's addmm does not keep it either,
+    so the bias may be written in place, e.g. as ``out``, before the backward)."""
     bias, a, b, alpha, beta, _, backend, _ = inputs
-    ctx.save_for_backward(bias, a, b)
+    ctx.save_for_backward(a, b)
+    ctx.bias_shape, ctx.bias_dtype = bias.shape, bias.dtype
     ctx.alpha, ctx.beta, ctx.backend = alpha, beta, backend
 
 
@@ -141,19 +146,31 @@ def _product_backward(product, name: str):
 
 
 def _addmm_backward(ctx, grad):
-    bias, a, b = ctx.saved_tensors
-    grad_bias = (grad.float() * ctx.beta).sum_to_size(bias.shape).to(bias.dtype) if ctx.needs_input_grad[0] else None
+    a, b = ctx.saved_tensors
+    grad_bias = ((grad.float() * ctx.beta).sum_to_size(ctx.bias_shape).to(ctx.bias_dtype)
+                 if ctx.needs_input_grad[0] else None)
     grad_a, grad_b = _operand_grads(matmul, "addmm", a, b, grad, ctx.backend, *ctx.needs_input_grad[1:3],
                                     alpha=ctx.alpha)
     return grad_bias, grad_a, grad_b, None, None, None, None, None
 
 
+def _setup_scaled_mm(ctx, inputs, output):
+    ctx.bias_shape, ctx.bias_dtype = (None, None) if inputs[4] is None else (inputs[4].shape, inputs[4].dtype)
+
+
 def _scaled_mm_backward(ctx, grad):
-    raise RuntimeError("tlgemm.scaled_mm: no gradient (8-bit inputs, scales and bias are constants of the product); "
-                       "detach the scales and the bias, or use tlgemm.matmul on float inputs")
+    """The bias's gradient (the output's, summed over its rows: bias is added to every row);
+    the 8-bit inputs and the scales are constants of the product. Returning None for them
+    lets torch.compile trace a model whose fp8 layer has a bias Parameter."""
+    if any(ctx.needs_input_grad[:4]):
+        raise RuntimeError("tlgemm.scaled_mm: no gradient for a, b or the scales (8-bit inputs and their scales "
+                           "are constants of the product; only the bias has one); detach the scales, or use "
+                           "tlgemm.matmul on float inputs")
+    grad_bias = grad.float().sum_to_size(ctx.bias_shape).to(ctx.bias_dtype) if ctx.needs_input_grad[4] else None
+    return None, None, None, None, grad_bias, None, None, None
 
 
 matmul.register_autograd(_product_backward(matmul, "matmul"), setup_context=_setup_mm)
 bmm.register_autograd(_product_backward(bmm, "bmm"), setup_context=_setup_mm)
 addmm.register_autograd(_addmm_backward, setup_context=_setup_addmm)
-scaled_mm.register_autograd(_scaled_mm_backward)
+scaled_mm.register_autograd(_scaled_mm_backward, setup_context=_setup_scaled_mm)

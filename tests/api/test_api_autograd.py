@@ -70,13 +70,65 @@ def test_addmm_alpha_scales_the_backward_product_not_the_gradient(fake_gpu):
     assert err < 2e-3, err
 
 
-def test_scaled_mm_backward_says_it_has_no_gradient(fake_gpu):
+def test_scaled_mm_backward_says_it_has_no_gradient_for_the_scales(fake_gpu):
     a = random_operand((8, 32), torch.float8_e4m3fn)
     b = random_operand((32, 16), torch.float8_e4m3fn)
     scale = torch.ones(1, requires_grad=True)
-    out = tlgemm.scaled_mm(a, b, scale, torch.ones(1))
-    with pytest.raises(RuntimeError, match=r"tlgemm.scaled_mm: no gradient .* detach the scales and the bias"):
+    out = tlgemm.scaled_mm(a, b, scale, torch.ones(1), bias=torch.zeros(16, requires_grad=True))
+    with pytest.raises(RuntimeError, match=r"tlgemm.scaled_mm: no gradient for a, b or the scales .* detach the "
+                                           r"scales"):
         out.float().sum().backward()
+
+
+@pytest.mark.parametrize("bias_dtype", [torch.float32, torch.bfloat16])
+def test_scaled_mm_gives_its_bias_a_gradient(fake_gpu, bias_dtype):
+    """The bias is added to every row of the scaled product: its gradient is the output's summed
+    over the rows (it raised before, and so did torch.compile's trace of the forward)."""
+    g = torch.Generator().manual_seed(3)
+    a = random_operand((8, 32), torch.float8_e4m3fn, generator=g)
+    b = random_operand((32, 16), torch.float8_e4m3fn, generator=g)
+    bias = random_operand((16,), bias_dtype, generator=g).requires_grad_()
+    grad = random_operand((8, 16), torch.bfloat16, generator=g)
+    tlgemm.scaled_mm(a, b, torch.full((1,), 0.5), torch.full((1,), 2.0), bias=bias).backward(grad)
+    assert bias.grad.dtype == bias_dtype
+    torch.testing.assert_close(bias.grad.double(), grad.double().sum(0), rtol=1e-2, atol=0)
+
+
+def test_a_small_float32_gradient_of_float16_inputs_keeps_its_bits(fake_gpu):
+    """The float32 gradient of float16 inputs was only ever divided down before its cast to
+    float16, so one of 1e-8 (a's gradient about 1e-4, a normal float16) became 0. It is scaled
+    up as well now, and the float32 product scaled back."""
+    g = torch.Generator().manual_seed(1)
+    a = (random_operand((8, 32), torch.float32, generator=g) * 1000).half().requires_grad_()
+    b = (random_operand((32, 16), torch.float32, generator=g) * 1000).half().requires_grad_()
+    for scale in (1e-5, 1e-8):
+        a.grad = b.grad = None
+        grad = random_operand((8, 16), torch.float32, generator=g) * scale
+        tlgemm.matmul(a, b, out_dtype=torch.float32).backward(grad)
+        for got, want in ((a.grad, grad.double() @ b.detach().double().t()),
+                          (b.grad, a.detach().double().t() @ grad.double())):
+            err = ((got.double() - want).norm() / want.norm()).item()
+            assert err < 2e-3, (scale, err)
+
+
+def test_addmm_does_not_keep_its_bias_for_the_backward(fake_gpu):
+    """Only the bias's shape and dtype enter addmm's backward: the bias written in place after
+    the call, or as ``out`` (``addmm(c, a, b, out=c)``), made the backward fail with torch's
+    "modified by an inplace operation" error; torch's own addmm backward does not keep it."""
+    g = torch.Generator().manual_seed(4)
+    a = random_operand((8, 32), torch.float32, generator=g).requires_grad_()
+    b = random_operand((32, 16), torch.float32, generator=g)
+    want = torch.ones(8, 16, dtype=torch.float64) @ b.double().t()
+    c = random_operand((8, 16), torch.float32, generator=g)
+    assert tlgemm.addmm(c, a, b, out=c) is c
+    c.sum().backward()
+    torch.testing.assert_close(a.grad.double(), want, rtol=1e-5, atol=0)
+    a.grad = None
+    bias = random_operand((16,), torch.float32, generator=g).requires_grad_()
+    y = tlgemm.addmm(bias.detach(), a, b)
+    bias.data.add_(1)
+    y.sum().backward()
+    torch.testing.assert_close(a.grad.double(), want, rtol=1e-5, atol=0)
 
 
 @pytest.mark.parametrize("kwargs, error, message", [

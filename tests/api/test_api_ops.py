@@ -126,6 +126,19 @@ def test_compile_with_autograd_traces_the_ops():
     assert tuple(out.shape) == (4, 16) and out.requires_grad
 
 
+def test_compile_traces_an_fp8_layer_whose_bias_requires_grad():
+    """scaled_mm's backward raised for any input requiring grad, and torch.compile traces the
+    backward ahead of the forward: a bias Parameter failed the compiled forward."""
+    a = torch.empty(16, 64, device="meta", dtype=torch.float8_e4m3fn)
+    w = torch.empty(32, 64, device="meta", dtype=torch.float8_e4m3fn)
+    bias = torch.nn.Parameter(torch.empty(32, device="meta", dtype=torch.bfloat16))
+    scale = torch.ones(1, device="meta")
+    torch._dynamo.reset()
+    out = torch.compile(lambda a, w, bias: tlgemm.scaled_mm(a, w.t(), scale, scale, bias=bias), fullgraph=True,
+                        backend="aot_eager")(a, w, bias)
+    assert tuple(out.shape) == (16, 32) and out.requires_grad
+
+
 @pytest.mark.parametrize("kind", ["bmm", "scaled_mm", "out", "schedule"])
 def test_compile_other_entry_points(kind):
     schedule = Schedule(block_m=64, block_n=128).persistent(132)
