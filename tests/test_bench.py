@@ -82,9 +82,14 @@ def test_plan_cases_measures_a_repeated_case_once():
 
 def test_parse_shapes():
     assert bench.parse_shapes("1x2x3, 4X5X6") == ((1, 2, 3), (4, 5, 6))
-    for bad in ("1x2", "1x2x0", "axbxc", "1x2x3x4"):
+    for bad in ("1x2", "1x2x0", "axbxc", "1x2x3x4", "\uff14x2x3"):
         with pytest.raises(argparse.ArgumentTypeError):
             bench.parse_shapes(bad)
+    for big, what in (("46341x46341x1", "C 46341x46341 = 2147488281 elements"),
+                      ("99999999999999999999x1x1", "A 99999999999999999999x1 = 99999999999999999999")):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"{what}.*2\\*\\*31 or more"):
+            bench.parse_shapes(big)  # accepted before, then the run failed at that case's inputs
+    assert bench.parse_shapes("46340x46340x46340") == ((46340, 46340, 46340),)
 
 
 # ---- FLOPs, bytes, roofline ----------------------------------------------------------------
@@ -625,6 +630,10 @@ def _without(record: dict, key: str) -> dict:
      "a tlgemm-bench/1 record the reports cannot read (missing 'environment')"),
     (json.dumps({**_synthetic_run(), "options": []}), "a tlgemm-bench/1 record the reports cannot read (TypeError"),
     (b"\xff\xfe{}", "not a text file (not UTF-8)"),
+    (json.dumps(_synthetic_run()).replace('"ms": ', '"ms": NaN, "x": ', 1),
+     "row 0 of the tlgemm-bench/1 record has results.cublas.ms = nan, not a finite time"),
+    (json.dumps({**_synthetic_run(), "rows": [{**_synthetic_run()["rows"][1], "floor_ms": -1}]}),
+     "row 0 of the tlgemm-bench/1 record has floor_ms = -1, not a finite time"),
     (None, "cannot read it: No such file or directory"),
 ])
 def test_from_json_names_the_option_the_file_and_what_is_wrong(content, expected, tmp_path, capsys):
@@ -639,6 +648,42 @@ def test_from_json_names_the_option_the_file_and_what_is_wrong(content, expected
     assert out == "" and err.startswith(f"tlgemm bench: error: --from-json {path}: ") and expected in err
     assert err.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("option, target, expected", [
+    ("--markdown", "dir", "--markdown: {path} is a directory"),
+    ("--markdown", "under_a_file/R.md", "--markdown: {parent} is not a directory"),
+    ("--plots", "under_a_file", "--plots: {path} is not a directory"),
+    ("--plots", "under_a_file/plots", "--plots: cannot create {path}: Not a directory"),
+])
+def test_unwritable_outputs_are_named_before_anything_is_read(option, target, expected, tmp_path, capsys):
+    """Output paths that cannot be written were a traceback after the table was printed (and,
+    measuring, after the peaks were measured and the kernels compiled)."""
+    run = tmp_path / "run.json"
+    bench.write_json(run, _synthetic_run())
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "under_a_file").write_text("")
+    path = tmp_path / target
+    argv = ["--from-json", str(run), option, str(path)] + (["--no-plots"] if option == "--markdown" else
+                                                           ["--markdown", str(tmp_path / "R.md")])
+    assert bench.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"tlgemm bench: error: {expected.format(path=path, parent=path.parent)}\n"
+
+
+def test_the_files_are_written_before_the_printout(tmp_path, monkeypatch):
+    """A reader that stops early (``| head -1``) closed stdout during the table, and the Markdown
+    named by --markdown was never written."""
+    run, md = tmp_path / "run.json", tmp_path / "R.md"
+    bench.write_json(run, _synthetic_run())
+
+    def closed(*args, **kwargs):
+        raise BrokenPipeError
+
+    monkeypatch.setattr("builtins.print", closed)
+    with pytest.raises(BrokenPipeError):
+        bench.main(["--from-json", str(run), "--markdown", str(md), "--no-plots"])
+    assert "## Results" in md.read_text()
 
 
 def test_plots(tmp_path):

@@ -475,6 +475,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError, NotImplementedError) as err:
         print(f"tlgemm: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # e.g. stdout on a full device (`> /dev/full`); stdout to /dev/null as above
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"tlgemm: error: {err.strerror or err}" + (f": {err.filename}" if err.filename else ""),
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ Dtypes   a, b: float32, float16, bfloat16 (a and b alike), float8_e4m3fn / float
          or allow_tf32 where torch predates that API);
          TileLang has no full-precision float32 path, so with TF32 off "auto" takes Triton and
          backend="tilelang" is an error. addmm takes 16/32-bit floats; scaled_mm 8-bit inputs.
+         float8_e4m3fn needs an NVIDIA GPU of compute capability 8.9 or newer (Triton's fp8e4nv).
 Devices  every tensor on one CUDA (or ROCm) device. CPU tensors are an error, except under
          TRITON_INTERPRET=1 (Triton's interpreter, for debugging) and for empty problems.
 Empty    M, N, K or the batch = 0: no kernel runs. The result is empty, or zeros when K = 0
@@ -523,6 +524,15 @@ def _resolve_backend(op, N, K, a_dtype, out_dtype, backend, target, tf32) -> tup
     return backend, "given by the caller" + (f"; {soft}" if backend == "tilelang" and soft else "")
 
 
+def _check_fp8_arch(a_dtype, b_dtype, target) -> None:
+    """float8_e4m3fn on an NVIDIA GPU older than sm_89: Triton compiles its fp8e4nv type only from
+    compute capability 8.9 (triton/backends/nvidia/compiler.py), and TileLang needs sm_90."""
+    if torch.float8_e4m3fn in (a_dtype, b_dtype) and target.vendor == "cuda" and target.arch.startswith("sm_") \
+            and int(target.arch[3:5]) < 89:
+        raise ValueError(f"a, b: float8_e4m3fn needs compute capability 8.9 or newer (Triton's fp8e4nv type), "
+                         f"the target is {target.arch}")
+
+
 def _make_plan(op, M, N, K, a_dtype, b_dtype, out_dtype, device, backend, schedule, tf32, target=None, info=None,
                use_cache=True, layout="nt", b_k_major=True):
     """Resolve backend, schedule and kernel (validating dtypes and the device); M = B·M for bmm.
@@ -534,6 +544,7 @@ def _make_plan(op, M, N, K, a_dtype, b_dtype, out_dtype, device, backend, schedu
     _check_schedule(schedule)
     target = target or _target_of(device)
     name, info["backend"] = _resolve_backend(op, N, K, a_dtype, out_dtype, backend, target, tf32)
+    _check_fp8_arch(a_dtype, b_dtype, target)
     fn = _backend_kernel(name, op)
     if fn is None:
         raise NotImplementedError(f"backend: tlgemm.{name} has no {_KERNEL[op]} kernel in this installation")

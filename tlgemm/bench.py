@@ -170,13 +170,18 @@ def roofline(flops: int, nbytes: int, peak_tflops: float, copy_gbps: float) -> t
 
 
 def parse_shapes(text: str) -> tuple[tuple[int, int, int], ...]:
-    """"MxNxK,MxNxK" -> ((M, N, K), ...)."""
+    """"MxNxK,MxNxK" -> ((M, N, K), ...), each operand and the output under 2**31 elements."""
     shapes = []
     for item in text.split(","):
         parts = item.strip().lower().split("x")
-        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        if len(parts) != 3 or not all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts):
             raise argparse.ArgumentTypeError(f"shape {item!r}: expected MxNxK with positive integers")
-        shapes.append(tuple(int(p) for p in parts))
+        M, N, K = (int(p) for p in parts)
+        big = [f"{name} {m}x{n} = {m * n}" for name, m, n in (("A", M, K), ("W", N, K), ("C", M, N)) if m * n >= 2**31]
+        if big:
+            raise argparse.ArgumentTypeError(f"shape {item!r}: {', '.join(big)} elements, 2**31 or more (the kernels "
+                                             "index in int32)")
+        shapes.append((M, N, K))
     return tuple(shapes)
 
 
@@ -1411,12 +1416,30 @@ def _load_run(path: pathlib.Path) -> dict:
         if not isinstance(row, dict) or not set(_ROW_KEYS) <= row.keys():
             raise ValueError(f"{path}: row {i} of the {FORMAT} record is not an object with the keys "
                              f"{', '.join(_ROW_KEYS)}")
+        bad = _bad_time(row)
+        if bad:
+            raise ValueError(f"{path}: row {i} of the {FORMAT} record has {bad}, not a finite time")
     try:  # the rest of what the reports read (the Markdown reads all the table and summary do)
         markdown([record])
     except (LookupError, TypeError, AttributeError, ValueError, ArithmeticError) as err:
         what = f"missing {err}" if isinstance(err, KeyError) else f"{type(err).__name__}: {err}"
         raise ValueError(f"{path}: a {FORMAT} record the reports cannot read ({what})") from None
     return record
+
+
+def _bad_time(row: dict) -> str | None:
+    """The first of a row's times (floor_ms >= 0 where set, each measured result's ms > 0) that is
+    not a finite number, as "name = value"; json reads NaN and Infinity."""
+    def number(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    if row["floor_ms"] is not None and not (number(row["floor_ms"]) and row["floor_ms"] >= 0):
+        return f"floor_ms = {row['floor_ms']!r}"
+    results = row["results"] if isinstance(row["results"], dict) else {}
+    for impl, res in results.items():
+        if isinstance(res, dict) and res.get("status") == "ok" and not (number(res.get("ms")) and res["ms"] > 0):
+            return f"results.{impl}.ms = {res.get('ms')!r}"
+    return None
 
 
 def check_one_table(runs: Sequence[dict], paths: Sequence[pathlib.Path]) -> None:
@@ -1438,8 +1461,23 @@ def check_one_table(runs: Sequence[dict], paths: Sequence[pathlib.Path]) -> None
 
 
 def report(runs: Sequence[dict], markdown_path: pathlib.Path | None, plots_dir: pathlib.Path | None) -> None:
-    """Print the table and summary; write the Markdown and the plots (one row per case: ``merge_rows``)."""
+    """Write the Markdown and the plots, then print the table and summary (one row per case:
+    ``merge_rows``; written first, so that a reader of the printout that stops early, ``| head``,
+    does not cost the files). ValueError naming the path that cannot be written."""
     rows, replaced = merge_rows(runs)
+    plot_files: dict[str, list[str]] = {}
+    drawn: dict | str | None = None
+    try:
+        if plots_dir is not None:
+            drawn = plot(rows, plots_dir)
+            if not isinstance(drawn, str):
+                base = markdown_path.parent.resolve() if markdown_path else plots_dir.resolve()
+                plot_files = {s: [os.path.relpath(p.resolve(), base) for p in paths] for s, paths in drawn.items()}
+        if markdown_path is not None:
+            markdown_path.parent.mkdir(parents=True, exist_ok=True)
+            markdown_path.write_text(markdown(runs, plot_files))
+    except OSError as err:
+        raise ValueError(f"cannot write {err.filename or markdown_path}: {err.strerror or err}") from None
     print(text_table(rows))
     print(summary_text(rows))
     for i, run in enumerate(runs):
@@ -1449,18 +1487,11 @@ def report(runs: Sequence[dict], markdown_path: pathlib.Path | None, plots_dir: 
             print(f"note: reduced run ({run['options']['reduced']})")
         if run.get("skipped"):
             print(f"note: {run['skipped']} cases not run (the --budget ran out)")
-    plot_files: dict[str, list[str]] = {}
-    if plots_dir is not None:
-        drawn = plot(rows, plots_dir)
-        if isinstance(drawn, str):
-            print(drawn)
-        else:
-            base = markdown_path.parent.resolve() if markdown_path else plots_dir.resolve()
-            plot_files = {s: [os.path.relpath(p.resolve(), base) for p in paths] for s, paths in drawn.items()}
-            print(f"plots: {', '.join(str(p) for paths in drawn.values() for p in paths)}")
+    if isinstance(drawn, str):
+        print(drawn)
+    elif drawn is not None:
+        print(f"plots: {', '.join(str(p) for paths in drawn.values() for p in paths)}")
     if markdown_path is not None:
-        markdown_path.parent.mkdir(parents=True, exist_ok=True)
-        markdown_path.write_text(markdown(runs, plot_files))
         print(f"wrote {markdown_path}")
 
 
@@ -1554,6 +1585,29 @@ def _outputs(args) -> tuple[pathlib.Path, pathlib.Path, pathlib.Path | None]:
     return json_path, md_path, plots_dir
 
 
+def _unwritable(args, measuring: bool) -> str | None:
+    """Why an output path of the run cannot be written (the option and the reason), or None:
+    checked before anything is measured or read."""
+    json_path, md_path, plots_dir = _outputs(args)
+    paths = [("--json" if args.json else "--out", json_path, False)] if measuring else []
+    paths += [("--markdown" if args.markdown else "--out", md_path, False)]
+    if plots_dir is not None:
+        paths.append(("--plots" if args.plots else "--markdown" if args.markdown else "--out", plots_dir, True))
+    for option, path, is_dir in paths:
+        folder = path if is_dir else path.parent
+        if not is_dir and path.is_dir():
+            return f"{option}: {path} is a directory"
+        if folder.exists() and not folder.is_dir():
+            return f"{option}: {folder} is not a directory"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            return f"{option}: cannot create {folder}: {err.strerror or err}"
+        if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            return f"{option}: {path} is not writable"
+    return None
+
+
 def run(args, command: str) -> int:
     """Run the parsed options; returns the exit status."""
     _, md_path, plots_dir = _outputs(args)
@@ -1564,7 +1618,15 @@ def run(args, command: str) -> int:
         except ValueError as err:
             print(f"tlgemm bench: error: --from-json {err}", file=sys.stderr)
             return 2
-        report(runs, md_path, plots_dir)
+        unwritable = _unwritable(args, measuring=False)
+        if unwritable:
+            print(f"tlgemm bench: error: {unwritable}", file=sys.stderr)
+            return 2
+        try:
+            report(runs, md_path, plots_dir)
+        except ValueError as err:
+            print(f"tlgemm bench: error: {err}", file=sys.stderr)
+            return 2
         return 0
     cases, notes = plan_cases(args.sets, args.dtypes, args.shapes)
     if args.list:
@@ -1578,6 +1640,10 @@ def run(args, command: str) -> int:
     if not torch.cuda.is_available():
         print("tlgemm bench: needs a CUDA GPU (torch.cuda.is_available() is False on this machine); "
               "--list shows the cases and --from-json renders an earlier run without one", file=sys.stderr)
+        return 2
+    unwritable = _unwritable(args, measuring=True)
+    if unwritable:
+        print(f"tlgemm bench: error: {unwritable}", file=sys.stderr)
         return 2
     return measure(args, cases, notes, command)
 
@@ -1634,7 +1700,11 @@ def measure(args, cases: Sequence[Case], notes: Sequence[str], command: str) -> 
     record["elapsed_s"] = round(time.monotonic() - start, 1)
     write_json(json_path, record)
     print(f"wrote {json_path} ({record['elapsed_s']} s)")
-    report([record], md_path, plots_dir)
+    try:
+        report([record], md_path, plots_dir)
+    except ValueError as err:
+        print(f"tlgemm bench: error: {err} (the run's JSON is {json_path})", file=sys.stderr)
+        return 2
     return 1 if record["aborted"] else 0
 
 

@@ -173,6 +173,16 @@ def test_closed_stdout_exits_1_without_a_traceback(argv):
     assert (result.returncode, result.stderr) == (1, "")
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_stdout_is_a_one_line_error():
+    """`tlgemm explain ... > /dev/full`: the write error was a traceback."""
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "tlgemm", "explain", "64", "64", "64"], stdout=full,
+                                stderr=subprocess.PIPE, text=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""),
+                                timeout=300)
+    assert (result.returncode, result.stderr) == (1, "tlgemm: error: No space left on device\n")
+
+
 @pytest.mark.parametrize("command", ["explain", "inspect"])
 def test_sm_count_beyond_int32_names_the_option(command, capsys):
     assert cli.main([command, "64", "64", "64", "--sm-count", str(2**40)]) == 2

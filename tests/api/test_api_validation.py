@@ -316,7 +316,8 @@ def test_empty_still_checks_backend_and_schedule():
 
 # ---- an empty problem's schedule: the backend's rules that need no sizes and no GPU -------
 
-A100 = api.Target("A100 SXM", "cuda", "sm_80", 108, 166912)
+#: Not Hopper (Triton runs every call), with fp8 e4m3 (Triton's fp8e4nv needs sm_89)
+L40S = api.Target("L40S", "cuda", "sm_89", 142, 101376)
 H100 = api.Target("H100 SXM", "cuda", "sm_90", 132, 232448)
 OPS = ("matmul", "addmm", "bmm", "scaled_mm", "blockscaled")
 #: K = 256: at M = 0, K = 128 the block-wise scale_a [0, 1] would read as a per-row one (scaled_mm)
@@ -337,6 +338,17 @@ def _call(op, M, N, K, **kwargs):
     if op == "scaled_mm":
         return tlgemm.scaled_mm(a, b, torch.ones(1), torch.ones(1), **kwargs)
     return tlgemm.scaled_mm(a, b, torch.ones(M, K // 128), torch.ones(-(-N // 128), K // 128), **kwargs)
+
+
+def test_e4m3_needs_sm89_and_e5m2_does_not(monkeypatch):
+    """Triton compiles float8_e4m3fn (fp8e4nv) only from compute capability 8.9: on an A100 the
+    call is the API's error, not one from inside Triton's compiler; e5m2 runs there."""
+    monkeypatch.setattr(api, "_kernel_target", lambda device: api.Target("A100 SXM", "cuda", "sm_80", 108, 166912))
+    with pytest.raises(ValueError, match=r"^a, b: float8_e4m3fn needs compute capability 8.9 or newer .* sm_80$"):
+        tlgemm.scaled_mm(*_fp8(64, 64, 256), torch.ones(1), torch.ones(1))
+    with pytest.raises(ValueError, match=r"float8_e4m3fn needs compute capability 8.9"):
+        tlgemm.explain(*_fp8(64, 64, 256), gpu="sm80")
+    assert "backend:     triton" in str(tlgemm.explain(*_ab(64, 64, 256, dtype=torch.float8_e5m2), gpu="sm80"))
 
 
 def _error(fn) -> str:
@@ -367,9 +379,9 @@ TRITON_CASES += [(case.split("-")[0], case) for case in TRITON_OP_REJECTS]
 @pytest.mark.parametrize("op, case", TRITON_CASES)
 @pytest.mark.parametrize("backend", ["triton", "auto"])
 def test_empty_problem_raises_the_triton_schedule_error(monkeypatch, backend, op, case):
-    """CPU tensors dispatched as on an A100 reach the real Triton launcher, whose schedule rules
+    """CPU tensors dispatched as on an L40S reach the real Triton launcher, whose schedule rules
     run before its device rule: an empty problem raises what the non-empty call raises."""
-    monkeypatch.setattr(api, "_kernel_target", lambda device: A100)
+    monkeypatch.setattr(api, "_kernel_target", lambda device: L40S)
     schedule = {**TRITON_REJECTS, **TRITON_OP_REJECTS}[case]
     full = _error(lambda: _call(op, 64, 64, 256, backend=backend, schedule=schedule))
     for M, N, K in EMPTY:
@@ -441,7 +453,7 @@ def test_empty_block_scaled_problem_checks_the_tilelang_block_scaled_rules(monke
 def test_empty_problem_names_a_backend_that_cannot_run_there(monkeypatch, schedule):
     """backend="tilelang" off Hopper: the empty call raises the non-empty call's backend error,
     with or without a schedule."""
-    monkeypatch.setattr(api, "_kernel_target", lambda device: A100)
+    monkeypatch.setattr(api, "_kernel_target", lambda device: L40S)
     for M, N, K in ((64, 64, 256), *EMPTY):
         with pytest.raises(ValueError, match=r"^backend: 'tilelang' cannot run this: "):
             _call("matmul", M, N, K, backend="tilelang", schedule=schedule)
