@@ -34,8 +34,8 @@ from tilelang import tvm
 from tilelang.layout import Fragment, Layout
 
 from .layouts import operand_layout
-from .operands import (DescriptorParams, Major, SwizzleMode, _dtype_key, _int_arg, choose_swizzle, describe,
-                       element_type)
+from .operands import (SMEM_ADDRESS_LIMIT, DescriptorParams, Major, SwizzleMode, _dtype_key, _int_arg,
+                       choose_swizzle, describe, element_type)
 
 __all__ = ["WGMMAEmitter", "legal_n", "widest_n"]
 
@@ -103,6 +103,9 @@ def _start_units(offset, alignment: int = 16, name: str = "stage offset"):
         raise ValueError(f"{name}: {offset} bytes is not a multiple of {alignment} (a non-negative multiple of "
                          f"{alignment} bytes keeps the tile on its swizzle's repeat, where the descriptor's base "
                          "offset 0 holds: PTX ISA, \"Matrix Descriptor Format\")")
+    if offset >= SMEM_ADDRESS_LIMIT:
+        raise ValueError(f"{name}: {offset} bytes lies beyond the {SMEM_ADDRESS_LIMIT} bytes of shared memory the "
+                         "descriptor's 14-bit start address reaches (PTX ISA, \"Matrix Descriptor Format\")")
     return offset // 16
 
 
@@ -126,6 +129,9 @@ def _check_start(name: str, start, params: DescriptorParams) -> None:
         raise ValueError(f"{name}: {start} 16-byte units ({16 * start} bytes) is not a non-negative multiple of "
                          f"{alignment} bytes, the repeat of the {params.swizzle.name} swizzle (PTX ISA, "
                          "\"Matrix Descriptor Format\": base offset 0)")
+    if 16 * start >= SMEM_ADDRESS_LIMIT:
+        raise ValueError(f"{name}: {start} 16-byte units lie beyond the {SMEM_ADDRESS_LIMIT} bytes of shared memory "
+                         "the descriptor's 14-bit start address reaches (PTX ISA, \"Matrix Descriptor Format\")")
 
 
 def legal_n(n: int, a_dtype) -> bool:
@@ -248,6 +254,12 @@ class WGMMAEmitter:
                                      a_swizzle if a_swizzle is not None
                                      else self._default_swizzle(block_m, self.a_major, self.a_type, self.shape.inst_m))
             self.a_params.check_instruction(self.shape.inst_m)
+        for name, params, side in (("A", self.a_params, "block_m"), ("B", self.b_params, "block_n")):
+            if params is not None and params.tile_bytes > SMEM_ADDRESS_LIMIT:
+                raise ValueError(f"({side}, block_k): the {name} tile {params.tile_mn}x{params.tile_k} is "
+                                 f"{params.tile_bytes} bytes, more than the {SMEM_ADDRESS_LIMIT} bytes of shared "
+                                 "memory the descriptor's 14-bit start address reaches (PTX ISA, \"Matrix "
+                                 "Descriptor Format\")")
 
     def _default_swizzle(self, tile_mn: int, major: Major, et, inst_mn: int) -> SwizzleMode:
         """Widest swizzle of the contiguous extent; MN-major also needs whole swizzle atoms per

@@ -671,6 +671,22 @@ def test_unwritable_outputs_are_named_before_anything_is_read(option, target, ex
     assert out == "" and err == f"tlgemm bench: error: {expected.format(path=path, parent=path.parent)}\n"
 
 
+def test_an_existing_writable_markdown_file_needs_no_writable_folder(tmp_path, monkeypatch, capsys):
+    """The Markdown is written in place: a writable file in a folder the user cannot write (e.g.
+    /dev/null) is a valid target, and a JSON is replaced through a file beside it."""
+    run, md = tmp_path / "run.json", tmp_path / "R.md"
+    bench.write_json(run, _synthetic_run())
+    md.write_text("")
+    folder = str(tmp_path)
+    real = os.access
+    monkeypatch.setattr(bench.os, "access", lambda p, mode: real(p, mode) and str(p) != folder)
+    assert bench.main(["--from-json", str(run), "--markdown", str(md), "--no-plots"]) == 0
+    assert "## Results" in md.read_text()
+    args = bench.build_parser("tlgemm bench").parse_args(["--json", str(tmp_path / "new.json"), "--no-plots",
+                                                          "--markdown", str(md)])
+    assert bench._unwritable(args, measuring=True) == f"--json: the folder {folder} is not writable"
+
+
 def test_the_files_are_written_before_the_printout(tmp_path, monkeypatch):
     """A reader that stops early (``| head -1``) closed stdout during the table, and the Markdown
     named by --markdown was never written."""

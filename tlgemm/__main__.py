@@ -21,7 +21,8 @@ import importlib
 import os
 import sys
 
-from tlgemm.macros.operands import SMEM_ADDRESS_LIMIT, Major, decode, describe, descriptor_for, encode
+from tlgemm.macros.operands import (SMEM_ADDRESS_LIMIT, Major, choose_swizzle, decode, describe, descriptor_for,
+                                   encode)
 from tlgemm.schedules.schedule import INT32_MAX
 
 #: --dtype names -> (torch dtype name, TF32 on).
@@ -35,23 +36,33 @@ _INST_M = 64
 
 
 def _operand_params(name: str, tile_mn: int, tile_k: int, dtype: str, major: str):
-    """describe() of operand ``name`` ("A" or "B") of a `tlgemm layout` tile; also A must be whole
-    m64 instructions (check_instruction) and a tile must fit the shared memory a descriptor
-    reaches. A broken rule is reported against the option that set the value."""
+    """describe() of operand ``name`` ("A" or "B") of a `tlgemm layout` tile, as WGMMAEmitter lays
+    it out on one warpgroup: A read by m64 instructions, B by the widest legal N that tiles
+    block_n (``widest_n``), an MN-major operand swizzled for that instruction extent; the tile
+    must fit the shared memory a descriptor reaches. A broken rule is reported against the
+    option that set the value."""
+    from tlgemm.macros.emitter import widest_n
+
     mn_option = "--block-m" if name == "A" else "--block-n"
-    renamed = {"dtype": "--dtype", "major": f"--{name.lower()}-major", "tile_mn": mn_option, "tile_k": "--block-k"}
+    renamed = {"dtype": "--dtype", "major": f"--{name.lower()}-major", "tile_mn": mn_option, "tile_k": "--block-k",
+               "extent": mn_option}
     try:
-        params = describe(tile_mn, tile_k, dtype, major)
+        whole = tile_mn > 0 and tile_mn % 8 == 0  # else describe() names the rule
+        inst_mn = _INST_M if name == "A" else widest_n(tile_mn, dtype) if whole else None
+        mn_major = whole and Major.parse(major) is Major.MN
+        params = describe(tile_mn, tile_k, dtype, major, choose_swizzle(min(inst_mn, tile_mn), dtype) if mn_major
+                          else None)
     except ValueError as err:
         field, _, rule = str(err).partition(": ")
         if field in renamed:
             raise ValueError(f"{renamed[field]}: {rule}") from None
         raise ValueError(f"{mn_option}, --block-k: the {name} tile {tile_mn}x{tile_k}: {err}") from None
-    if name == "A":
-        try:
-            params.check_instruction(_INST_M)
-        except ValueError as err:
-            raise ValueError(f"--block-m: {err} (A is read by m{_INST_M} wgmma instructions)") from None
+    try:
+        params.check_instruction(inst_mn)
+    except ValueError as err:
+        raise ValueError(f"{mn_option}: {err} ({name} is read by m64n{inst_mn} wgmma instructions, the emitter's: "
+                         "the widest N that tiles block_n)" if name == "B" else
+                         f"--block-m: {err} (A is read by m{_INST_M} wgmma instructions)") from None
     if params.tile_bytes > SMEM_ADDRESS_LIMIT:
         raise ValueError(f"{mn_option}, --block-k: the {name} tile {tile_mn}x{tile_k} {params.dtype.name} is "
                          f"{params.tile_bytes} B, more than the {SMEM_ADDRESS_LIMIT} B of shared memory a "
@@ -475,8 +486,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError, NotImplementedError) as err:
         print(f"tlgemm: error: {err}", file=sys.stderr)
         return 2
-    except OSError as err:  # e.g. stdout on a full device (`> /dev/full`); stdout to /dev/null as above
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError as err:  # e.g. stdout on a full device (`> /dev/full`), or a file a command writes
+        try:
+            sys.stdout.flush()  # what was printed still reaches stdout where stdout works
+        except OSError:  # stdout itself failed: to /dev/null as above
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         print(f"tlgemm: error: {err.strerror or err}" + (f": {err.filename}" if err.filename else ""),
               file=sys.stderr)
         return 1

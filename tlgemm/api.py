@@ -62,7 +62,7 @@ Caches   the resolved backend, schedule and kernel are kept per (op, shape bucke
 torch    eager calls go straight to the kernels. Under torch.compile, and when an input
          requires grad, the same call goes through the torch.library ops
          tlgemm::matmul / addmm / bmm / scaled_mm (tlgemm.ops: fake implementations for
-         tracing; gradients for matmul, addmm and bmm).
+         tracing; gradients for matmul, addmm and bmm, and for scaled_mm's bias).
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ import functools
 import importlib
 import json
 import numbers
+import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, replace
@@ -527,8 +528,8 @@ def _resolve_backend(op, N, K, a_dtype, out_dtype, backend, target, tf32) -> tup
 def _check_fp8_arch(a_dtype, b_dtype, target) -> None:
     """float8_e4m3fn on an NVIDIA GPU older than sm_89: Triton compiles its fp8e4nv type only from
     compute capability 8.9 (triton/backends/nvidia/compiler.py), and TileLang needs sm_90."""
-    if torch.float8_e4m3fn in (a_dtype, b_dtype) and target.vendor == "cuda" and target.arch.startswith("sm_") \
-            and int(target.arch[3:5]) < 89:
+    capability = re.match(r"sm_(\d+)", target.arch) if target.vendor == "cuda" else None
+    if torch.float8_e4m3fn in (a_dtype, b_dtype) and capability and int(capability[1]) < 89:
         raise ValueError(f"a, b: float8_e4m3fn needs compute capability 8.9 or newer (Triton's fp8e4nv type), "
                          f"the target is {target.arch}")
 
@@ -748,6 +749,7 @@ def _check_empty_schedule(op, a, b, N, out_dtype, backend, schedule) -> None:
     if target is not None:
         tf32 = a.dtype == torch.float32 and matmul_uses_tf32()
         backend = _resolve_backend(op, N, a.shape[-1], a.dtype, out_dtype, backend, target, tf32)[0]
+        _check_fp8_arch(a.dtype, b.dtype, target)
     elif backend == "auto":
         return
     if schedule is None:
@@ -1127,6 +1129,7 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
     dims = f"B={batch} M={M} N={N} K={K}" if ndim == 3 else f"M={M} N={N} K={K}"
     target = _explain_target(gpu, a.device)
     if not (M and N and K and batch):
+        _check_fp8_arch(a.dtype, b.dtype, target)  # as the empty call (_check_empty_schedule)
         dtype = _result_dtype(op, a.dtype, b.dtype, out_dtype)
         return Explanation(_PUBLIC[op], f"{dims}, {_name(a.dtype)} @ {_name(b.dtype)} -> {_name(dtype)}", target,
                            "none", None, "none: an empty problem returns zeros (or the bias) without a launch", "none",

@@ -1587,24 +1587,30 @@ def _outputs(args) -> tuple[pathlib.Path, pathlib.Path, pathlib.Path | None]:
 
 def _unwritable(args, measuring: bool) -> str | None:
     """Why an output path of the run cannot be written (the option and the reason), or None:
-    checked before anything is measured or read."""
+    checked before anything is measured or read. The Markdown is written in place (an existing
+    file needs to be writable, a new one its folder); the JSON through a file beside it
+    (``write_json``: its folder); the plots into their folder."""
     json_path, md_path, plots_dir = _outputs(args)
-    paths = [("--json" if args.json else "--out", json_path, False)] if measuring else []
-    paths += [("--markdown" if args.markdown else "--out", md_path, False)]
+    paths = [("--json" if args.json else "--out", json_path, "replace")] if measuring else []
+    paths += [("--markdown" if args.markdown else "--out", md_path, "write")]
     if plots_dir is not None:
-        paths.append(("--plots" if args.plots else "--markdown" if args.markdown else "--out", plots_dir, True))
-    for option, path, is_dir in paths:
-        folder = path if is_dir else path.parent
-        if not is_dir and path.is_dir():
+        paths.append(("--plots" if args.plots else "--markdown" if args.markdown else "--out", plots_dir, "folder"))
+    for option, path, how in paths:
+        folder = path if how == "folder" else path.parent
+        if how != "folder" and path.is_dir():
             return f"{option}: {path} is a directory"
         if folder.exists() and not folder.is_dir():
             return f"{option}: {folder} is not a directory"
+        if how == "write" and path.exists():
+            if not os.access(path, os.W_OK):
+                return f"{option}: {path} is not writable"
+            continue
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             return f"{option}: cannot create {folder}: {err.strerror or err}"
-        if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-            return f"{option}: {path} is not writable"
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return f"{option}: the folder {folder} is not writable"
     return None
 
 

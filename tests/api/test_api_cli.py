@@ -154,6 +154,23 @@ def test_layout_names_the_option_of_an_invalid_tile(argv, expected, capsys):
     assert out == "" and err.startswith(f"tlgemm: error: {expected}") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("block_n, swizzle, lbo", [(256, "B128", 8192), (288, "B32", 2048), (320, "B64", 4096),
+                                                   (480, "B32", 2048)])
+def test_layout_of_a_wide_mn_major_b_is_the_emitters(block_n, swizzle, lbo, capsys):
+    """An MN-major B wider than 256 is read by the widest legal N that tiles it (n144 for 288,
+    n160 for 320, n240 for 480), and swizzled for that extent, as WGMMAEmitter lays it out; the
+    command picked the swizzle for the whole block_n (B64 and B128 there)."""
+    from tlgemm.macros.emitter import WGMMAEmitter
+
+    assert cli.main(["layout", "--dtype", "fp16", "--block-m", "64", "--block-n", str(block_n), "--b-major",
+                     "MN"]) == 0
+    out = capsys.readouterr().out
+    em = WGMMAEmitter("f16", "f16", "f32", block_m=64, block_n=block_n, block_k=64, b_major="MN")
+    assert (em.b_params.swizzle.name, em.b_params.leading_byte_offset) == (swizzle, lbo)
+    assert f"B: {block_n}x64 f16, MN-major -> shared [64, {block_n}] ({block_n * 128} B), swizzle {swizzle} " in out
+    assert f"   LBO {lbo} B, SBO {em.b_params.stride_byte_offset} B," in out
+
+
 def test_layout_of_a_whole_shared_memory_tile(capsys):
     """A 2048x64 bf16 A tile fills the 256 KiB the descriptor reaches, and is accepted."""
     assert cli.main(["layout", "--block-m", "2048", "--block-n", "8"]) == 0

@@ -344,10 +344,13 @@ def test_e4m3_needs_sm89_and_e5m2_does_not(monkeypatch):
     """Triton compiles float8_e4m3fn (fp8e4nv) only from compute capability 8.9: on an A100 the
     call is the API's error, not one from inside Triton's compiler; e5m2 runs there."""
     monkeypatch.setattr(api, "_kernel_target", lambda device: api.Target("A100 SXM", "cuda", "sm_80", 108, 166912))
-    with pytest.raises(ValueError, match=r"^a, b: float8_e4m3fn needs compute capability 8.9 or newer .* sm_80$"):
-        tlgemm.scaled_mm(*_fp8(64, 64, 256), torch.ones(1), torch.ones(1))
-    with pytest.raises(ValueError, match=r"float8_e4m3fn needs compute capability 8.9"):
-        tlgemm.explain(*_fp8(64, 64, 256), gpu="sm80")
+    for M in (64, 0):  # an empty problem raises what the non-empty call raises
+        with pytest.raises(ValueError, match=r"^a, b: float8_e4m3fn needs compute capability 8.9 or newer .* sm_80$"):
+            tlgemm.scaled_mm(*_fp8(M, 64, 256), torch.ones(1), torch.ones(1))
+        with pytest.raises(ValueError, match=r"float8_e4m3fn needs compute capability 8.9"):
+            tlgemm.explain(*_fp8(M, 64, 256), gpu="sm80")
+    for arch in ("sm_89", "sm_90a", "sm_100", "sm_120"):  # the capability is every digit: 100 is Blackwell, not 10
+        api._check_fp8_arch(torch.float8_e4m3fn, torch.float8_e4m3fn, api.Target("GPU", "cuda", arch, 132, 232448))
     assert "backend:     triton" in str(tlgemm.explain(*_ab(64, 64, 256, dtype=torch.float8_e5m2), gpu="sm80"))
 
 

@@ -118,6 +118,30 @@ def test_atom_start_units_keep_the_swizzle_repeat():
         em.ss_atom(None, None, None, 0, 0, 0, b_start=64.0)
 
 
+def test_offsets_stay_within_the_descriptors_reach():
+    """The 14-bit start-address field holds address >> 4, 256 KiB: an int stage offset or atom
+    start beyond it wrapped into the descriptor's reserved and LBO bits."""
+    em = _emitter()
+    _start_units(262144 - 1024, 1024, "x")
+    with pytest.raises(ValueError, match=r"a_stage_offset: 262144 bytes lies beyond the 262144 bytes"):
+        em.ss(None, None, None, a_stage_offset=1 << 18)
+    with pytest.raises(ValueError, match=r"b_start: 16384 16-byte units lie beyond the 262144 bytes"):
+        em.ss_atom(None, None, None, 0, 0, 0, b_start=1 << 14)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(block_m=64, block_n=256, block_k=1024), r"\(block_n, block_k\): the B tile 256x1024 is 524288 bytes"),
+    (dict(block_m=1024, block_n=64, block_k=256, warpgroups_m=8),
+     r"\(block_m, block_k\): the A tile 1024x256 is 524288 bytes"),
+])
+def test_tiles_beyond_the_descriptors_reach_are_refused(kwargs, match):
+    """A tile larger than the 256 KiB the start address reaches was accepted, and its later
+    K atoms' descriptors wrapped."""
+    with pytest.raises(ValueError, match=match):
+        _emitter(**kwargs)
+    _emitter(block_m=64, block_n=256, block_k=512)  # 262144 bytes: the whole reach
+
+
 # --- 3. thread_offset ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("offset, match", [
