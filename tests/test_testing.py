@@ -4,7 +4,7 @@ error measure."""
 import pytest
 import torch
 
-from tlgemm.testing import assert_gemm_close, poison_, poisoned, relative_error
+from tlgemm.testing import assert_gemm_close, poison_, poisoned, reference_gemm, relative_error
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn,
@@ -18,6 +18,19 @@ def test_poison_fills_every_element(dtype):
             assert torch.isnan(x.float()).all()
         else:
             assert (x == torch.iinfo(dtype).min).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.complex64, torch.uint8], ids=str)
+def test_dtypes_without_a_poison_are_named(dtype):
+    """bool and complex failed in torch.iinfo; uint8's minimum is 0, a plain result value, so
+    an unwritten uint8 output passed against a zero reference."""
+    with pytest.raises(TypeError, match=rf"^t: no poison value for {dtype}"):
+        poisoned((2, 2), dtype, "cpu")
+
+
+def test_reference_of_vectors_is_refused():
+    with pytest.raises(ValueError, match=r"^a: expected a matrix or a batch of matrices \(2-D or more\), got \(3,\)"):
+        reference_gemm(torch.ones(3), torch.ones(3, 2))
 
 
 def test_a_zero_reference_takes_an_exact_match():

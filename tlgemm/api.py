@@ -1271,9 +1271,31 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
     backend also the 2-CTA cluster form (``Schedule.cluster``) of each persistent one without
     Stream-K (select() does not model multicast, so only timing decides); a candidate is timed
     only after its result matches the float64 reference (tlgemm.testing tolerances). Winners go
-    into the autotune cache (``cache``, default AutotuneCache()) under ``layout``, which
-    matmul/addmm/scaled_mm consult with schedule=None for calls whose a and b are stored so.
-    Returns one AutotuneResult per (shape, dtype)."""
+    into ``cache`` under ``layout``; matmul/addmm/scaled_mm consult the default AutotuneCache()
+    (``TLGEMM_CACHE_DIR`` or its default folder) with schedule=None for calls whose a and b are
+    stored so, so a cache elsewhere serves only its own readers. Arguments are checked before
+    anything is timed (shapes: an iterable of (M, N, K) positive ints; dtypes: a torch.dtype or a
+    list or tuple of them; candidates: an int >= 1; cache: an AutotuneCache whose folder can be
+    created). Returns one AutotuneResult per (shape, dtype)."""
+    if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
+        raise ValueError(f"candidates: expected an int >= 1 (select()'s best schedules to time), got {candidates!r}")
+    if cache is not None and not isinstance(cache, AutotuneCache):
+        raise TypeError(f"cache: expected a tlgemm.schedules.AutotuneCache or None, got {type(cache).__name__}")
+    dtype_list = list(dtypes) if isinstance(dtypes, (list, tuple)) else [dtypes]
+    for dtype in dtype_list:
+        if not isinstance(dtype, torch.dtype):
+            raise TypeError(f"dtypes: expected a torch.dtype or a list or tuple of them, got {dtypes!r}")
+    if isinstance(shapes, (str, bytes)) or not isinstance(shapes, Iterable):
+        raise ValueError(f"shapes: expected an iterable of (M, N, K) tuples, got {shapes!r}")
+    shape_list = [tuple(shape) if isinstance(shape, Iterable) and not isinstance(shape, (str, bytes)) else shape
+                  for shape in shapes]
+    for shape in shape_list:
+        if not isinstance(shape, tuple) or len(shape) != 3 or not all(
+                isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in shape):
+            raise ValueError(f"shapes: each shape is (M, N, K) of positive ints, got {shape!r}")
+        M, N, K = shape
+        for name, numel in (("a", M * K), ("b", K * N), ("out", M * N)):
+            _check_elements(f"shapes: {shape}: {name}", numel)
     if device is None:
         if not torch.cuda.is_available():
             raise ValueError("device: autotune times kernels on a GPU, but torch.cuda.is_available() is False")
@@ -1281,12 +1303,12 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
     device = torch.device(device)
     target = _target_of(device)
     cache = cache if cache is not None else AutotuneCache()
-    shape_list = [tuple(shape) for shape in shapes]
-    for shape in shape_list:
-        if len(shape) != 3 or not all(isinstance(x, int) and x > 0 for x in shape):
-            raise ValueError(f"shapes: each shape is (M, N, K) of positive ints, got {shape!r}")
+    try:
+        cache.directory.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cache: cannot create its folder {cache.directory}: {err.strerror or err}") from None
     jobs = []
-    for dtype in list(dtypes) if isinstance(dtypes, (list, tuple)) else [dtypes]:
+    for dtype in dtype_list:
         for M, N, K in shape_list:
             tf32 = dtype == torch.float32 and matmul_uses_tf32()
             info: dict = {}

@@ -89,6 +89,10 @@ def reference_gemm(
     ``bias`` has length N and is broadcast over rows (torch.addmm's convention).
     Batched inputs ([B, M, K] @ [B, K, N]) are handled by broadcasting.
     """
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor) or t.dim() < 2:
+            raise ValueError(f"{name}: expected a matrix or a batch of matrices (2-D or more), got "
+                             f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
     a64 = a.detach().to(torch.float64)
     b64 = b.detach().to(torch.float64)
     out = a64 @ b64
@@ -142,7 +146,10 @@ def assert_gemm_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype, 
 
 def poison_(t: torch.Tensor) -> torch.Tensor:
     """Fill ``t`` in place with NaN (byte 0x7F for the fp8 dtypes, NaN in both e4m3fn and
-    e5m2), or the dtype's minimum for integers; returns ``t``."""
+    e5m2), or the dtype's minimum for signed integers; returns ``t``. Other dtypes (bool,
+    complex, unsigned: no value there stands out from a result) are a TypeError."""
+    if t.dtype == torch.bool or t.dtype.is_complex or (not t.dtype.is_floating_point and not t.dtype.is_signed):
+        raise TypeError(f"t: no poison value for {t.dtype} (floating-point and signed integer outputs only)")
     if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
         t.view(torch.uint8).fill_(0x7F)
     elif t.dtype.is_floating_point:

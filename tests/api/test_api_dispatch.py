@@ -367,6 +367,40 @@ def test_autotune_stores_the_fastest_checked_candidate(fake_gpu, monkeypatch, ca
     assert fake_gpu.tilelang.calls[-1][3] == r.schedule
 
 
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(candidates=0), ValueError, r"^candidates: expected an int >= 1 .* got 0$"),
+    (dict(candidates=-1), ValueError, r"^candidates: expected an int >= 1"),
+    (dict(candidates=2.5), ValueError, r"^candidates: expected an int >= 1"),
+    (dict(cache="/tmp/cache"), TypeError, r"^cache: expected a tlgemm.schedules.AutotuneCache or None, got str$"),
+    (dict(dtypes={torch.bfloat16}), TypeError, r"^dtypes: expected a torch.dtype or a list or tuple of them"),
+    (dict(dtypes="bf16"), TypeError, r"^dtypes: expected a torch.dtype or a list or tuple of them"),
+    (dict(shapes=(64, 64, 64)), ValueError, r"^shapes: each shape is \(M, N, K\) of positive ints, got 64$"),
+    (dict(shapes=[(True, 64, 64)]), ValueError, r"^shapes: each shape is \(M, N, K\) of positive ints"),
+    (dict(shapes="64x64x64"), ValueError, r"^shapes: expected an iterable of \(M, N, K\) tuples, got '64x64x64'$"),
+    (dict(shapes=[(2**31, 64, 64)]), ValueError, r"^shapes: \(2147483648, 64, 64\): a: holds 137438953472 elements"),
+])
+def test_autotune_checks_its_arguments_before_timing(fake_gpu, monkeypatch, kwargs, error, message):
+    """Each was a silent no-op (candidates 0: nothing tried, schedule None), a crash deep in
+    torch, or an error after every candidate was timed (a str cache)."""
+    import triton.testing
+
+    monkeypatch.setattr(triton.testing, "do_bench", lambda *args, **kw: pytest.fail("timed before the check"))
+    args = dict(shapes=[(200, 256, 512)], dtypes=torch.bfloat16)
+    args.update(kwargs)
+    with pytest.raises(error, match=message):
+        tlgemm.autotune(args.pop("shapes"), args.pop("dtypes"), device="cpu", progress=False, **args)
+
+
+def test_autotune_refuses_a_cache_folder_it_cannot_create_before_timing(fake_gpu, monkeypatch, tmp_path):
+    import triton.testing
+
+    monkeypatch.setattr(triton.testing, "do_bench", lambda *args, **kw: pytest.fail("timed before the check"))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match=r"^cache: cannot create its folder .*file/cache: Not a directory$"):
+        tlgemm.autotune([(200, 256, 512)], torch.bfloat16, device="cpu", progress=False,
+                        cache=AutotuneCache(tmp_path / "file" / "cache"))
+
+
 def test_explain_names_the_operand_read_once():
     """On the TileLang backend, explain names the operand the grid reads once (the weights at
     small M; under swap-AB in the user's names), the one its kernel loads evict_first."""
