@@ -85,9 +85,9 @@ def test_parse_shapes():
     for bad in ("1x2", "1x2x0", "axbxc", "1x2x3x4", "\uff14x2x3"):
         with pytest.raises(argparse.ArgumentTypeError):
             bench.parse_shapes(bad)
-    for big, what in (("46341x46341x1", "C 46341x46341 = 2147488281 elements"),
-                      ("99999999999999999999x1x1", "A 99999999999999999999x1 = 99999999999999999999")):
-        with pytest.raises(argparse.ArgumentTypeError, match=f"{what}.*2\\*\\*31 or more"):
+    for big, what in (("46341x46341x1", "C: holds 2147488281 elements"),
+                      ("99999999999999999999x1x1", "A: holds 99999999999999999999 elements")):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"^shape '{big}': {what}; the kernels index in int32"):
             bench.parse_shapes(big)  # accepted before, then the run failed at that case's inputs
     assert bench.parse_shapes("46340x46340x46340") == ((46340, 46340, 46340),)
 

@@ -45,7 +45,7 @@ import triton.language as tl
 
 import tlgemm
 from tlgemm._checks import SCALE_BLOCK
-from tlgemm.api import runs_schedule
+from tlgemm.api import _check_elements, runs_schedule
 from tlgemm.schedules import Schedule, select
 from tlgemm.quantize import dequantize_fp8_blockwise, quantize_fp8_blockwise
 from tlgemm.testing import assert_gemm_close, poison_allocator, reference_gemm
@@ -177,10 +177,11 @@ def parse_shapes(text: str) -> tuple[tuple[int, int, int], ...]:
         if len(parts) != 3 or not all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts):
             raise argparse.ArgumentTypeError(f"shape {item!r}: expected MxNxK with positive integers")
         M, N, K = (int(p) for p in parts)
-        big = [f"{name} {m}x{n} = {m * n}" for name, m, n in (("A", M, K), ("W", N, K), ("C", M, N)) if m * n >= 2**31]
-        if big:
-            raise argparse.ArgumentTypeError(f"shape {item!r}: {', '.join(big)} elements, 2**31 or more (the kernels "
-                                             "index in int32)")
+        try:
+            for name, numel in (("A", M * K), ("W", N * K), ("C", M * N)):
+                _check_elements(f"shape {item!r}: {name}", numel)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
         shapes.append((M, N, K))
     return tuple(shapes)
 

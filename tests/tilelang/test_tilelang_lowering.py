@@ -798,7 +798,8 @@ def test_clustered_blockscaled_kernels_lower_without_threadsync(schedule, raster
 
 
 def _threadsync_kernels():
-    """One kernel of each family and form: its TileLang function and its pass configs."""
+    """One kernel of each family and form: its TileLang function, its pass configs and how many
+    barriers ThreadSync adds to it (tilelang 0.1.15)."""
     from tlgemm.tilelang.emitter_gemm import KERNEL_PASS_CONFIGS
     from tlgemm.tilelang.kernels import build
     from tlgemm.tilelang.launch import default_blockscaled_schedule, make_spec
@@ -806,36 +807,39 @@ def _threadsync_kernels():
     e4m3, bf16 = torch.float8_e4m3fn, torch.bfloat16
     wide = Schedule(block_m=128, block_n=256, block_k=64, num_stages=4, num_warpgroups=2).persistent(132)
     dense = {
-        "bf16-128x256": make_spec(bf16, bf16, bf16, wide, 132),
-        "e4m3-scales-bias": make_spec(e4m3, e4m3, bf16, CASES["scaled-e4m3"][3], 132, scale_a="row",
-                                      scale_b="col", bias_dtype=bf16),
-        "f16-mn-64x128": make_spec(torch.float16, torch.float16, torch.float32,
-                                   Schedule(block_m=64, block_n=128, block_k=64).persistent(132), 132,
-                                   a_major="MN", b_major="MN"),
-        "bf16-streamk": make_spec(bf16, bf16, bf16, wide.streamk(66), 132),
-        "bf16-batched": dataclasses.replace(make_spec(bf16, bf16, bf16, wide, 132), batched=True),
-        "bf16-cluster": make_spec(bf16, bf16, bf16, wide.cluster(2), 132),
+        "bf16-128x256": (make_spec(bf16, bf16, bf16, wide, 132), 1),
+        "e4m3-scales-bias": (make_spec(e4m3, e4m3, bf16, CASES["scaled-e4m3"][3], 132, scale_a="row",
+                                       scale_b="col", bias_dtype=bf16), 1),
+        "f16-mn-64x128": (make_spec(torch.float16, torch.float16, torch.float32,
+                                    Schedule(block_m=64, block_n=128, block_k=64).persistent(132), 132,
+                                    a_major="MN", b_major="MN"), 1),
+        "bf16-streamk": (make_spec(bf16, bf16, bf16, wide.streamk(66), 132), 2),  # whole tiles and the fix-up
+        "bf16-batched": (dataclasses.replace(make_spec(bf16, bf16, bf16, wide, 132), batched=True), 1),
+        "bf16-cluster": (make_spec(bf16, bf16, bf16, wide.cluster(2), 132), 1),
     }
     blockscaled = {
-        "blockscaled-m128": (default_blockscaled_schedule(128, N=7168, K=2048), {}),
-        "blockscaled-row-waves": (default_blockscaled_schedule(4096, N=24576, K=1536), dict(tma_token_scales=True)),
+        "blockscaled-m128": (default_blockscaled_schedule(128, N=7168, K=2048), {}, 1),
+        "blockscaled-row-waves": (default_blockscaled_schedule(4096, N=24576, K=1536), dict(tma_token_scales=True),
+                                  1),
         "blockscaled-token-scales-bias": (Schedule(block_m=128, block_n=128, block_k=128, num_stages=4,
                                                    num_warpgroups=2).persistent(132),
-                                          dict(bias_dtype=bf16, tma_token_scales=True)),
-        "blockscaled-swap-ab": (default_blockscaled_schedule(16, N=7168, K=2048), {}),
+                                          dict(bias_dtype=bf16, tma_token_scales=True), 1),
+        "blockscaled-swap-ab": (default_blockscaled_schedule(16, N=7168, K=2048), {}, 0),
     }
-    return ([pytest.param(lambda spec=spec: build(spec), KERNEL_PASS_CONFIGS, id=name) for name, spec in dense.items()]
+    return ([pytest.param(lambda spec=spec: build(spec), KERNEL_PASS_CONFIGS, added, id=name)
+             for name, (spec, added) in dense.items()]
             + [pytest.param(lambda s=s, kw=kw: blockscaled_gemm(blockscaled_spec(e4m3, e4m3, bf16, s, 132, **kw)),
-                            BLOCKSCALED_PASS_CONFIGS, id=name) for name, (s, kw) in blockscaled.items()])
+                            BLOCKSCALED_PASS_CONFIGS, added, id=name) for name, (s, kw, added) in blockscaled.items()])
 
 
-@pytest.mark.parametrize("kernel, configs", _threadsync_kernels())
-def test_threadsync_adds_only_redundant_barriers(kernel, configs, request):
+@pytest.mark.parametrize("kernel, configs, added", _threadsync_kernels())
+def test_threadsync_adds_only_redundant_barriers(kernel, configs, added, request):
     """The backend's kernels compile without TileLang's ThreadSync (``KERNEL_PASS_CONFIGS``);
     what the pass would add to each kernel family is only a barrier that orders nothing: a
     second named barrier of the same threads right after the consumers' own before the
     staging stores, or a ``__syncthreads`` between register-only code and the warp roles'
-    split (its warning "Hoisting sync out of an if"), if anything."""
+    split (its warning "Hoisting sync out of an if"); the swap-AB block-scaled kernel gets none.
+    The counts make a case whose lowering stopped differing (the pass not applied) fail."""
     import difflib
 
     name = request.node.callspec.id
@@ -845,7 +849,8 @@ def test_threadsync_adds_only_redundant_barriers(kernel, configs, request):
     with_pass, without = with_pass.splitlines(), lower_to_cuda(func, configs).splitlines()
     opcodes = [op for op in difflib.SequenceMatcher(a=with_pass, b=without, autojunk=False).get_opcodes()
                if op[0] != "equal"]
-    assert all(tag == "delete" and i2 == i1 + 1 for tag, i1, i2, _, _ in opcodes), (name, opcodes)
+    assert len(opcodes) == added and all(tag == "delete" and i2 == i1 + 1 for tag, i1, i2, _, _ in opcodes), \
+        (name, opcodes)
     for _, i, _, _, _ in opcodes:
         line, before, after = with_pass[i].strip(), with_pass[i - 1].strip(), with_pass[i + 1].strip()
         staging = re.fullmatch(r"tl::__sync_thread_partial\(3, (\d+)\);", line)
