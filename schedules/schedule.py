@@ -271,9 +271,9 @@ class Schedule:
         words = text.split()
 
         def number(word: str, value: str) -> int:
-            if not re.fullmatch(r"[0-9]+", value):
+            if not re.fullmatch(r"0|[1-9][0-9]*", value):
                 raise ValueError(f"Schedule.parse: {value!r} in the word {word!r} of {text!r} is not a decimal "
-                                 "integer")
+                                 "integer (ASCII digits, no sign, no leading zero)")
             return int(value)
 
         sizes = words[0].split("x") if words else []

@@ -522,6 +522,22 @@ def test_from_json_merges_runs_and_rejects_other_files(tmp_path, capsys):
     assert "not a tlgemm-bench/1 record" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("options, named", [
+    (["--list"], "--list"),
+    (["--shapes", "64x64x64", "--dtypes", "bf16"], "--dtypes, --shapes"),
+    (["--quick", "--json", "x.json"], "--quick, --json"),
+])
+def test_from_json_refuses_measuring_options(options, named, tmp_path, capsys):
+    path = tmp_path / "a.json"
+    bench.write_json(path, _synthetic_run())
+    md = tmp_path / "out.md"
+    assert bench.main(["--from-json", str(path), "--markdown", str(md), "--no-plots", *options]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and not md.exists()
+    assert err == (f"tlgemm bench: error: --from-json renders earlier runs and measures nothing; {named} would not "
+                   "apply (render all of their rows, or measure again)\n")
+
+
 def test_from_json_reports_a_case_in_several_runs_once(tmp_path, capsys):
     """A case (set, dtype, shape) in more than one run is one row, the last run's, in the place of
     the first (tables and geomeans count it once); a row the --budget left unrun replaces none;

@@ -505,6 +505,7 @@ def test_streamk_fixup_ownership(problem):
     (lambda: Schedule.parse("128x1_28x64"), r"'1_28' in the word '128x1_28x64' .* not a decimal integer"),
     (lambda: Schedule.parse("128x+128x64"), r"'\+128' .* not a decimal integer"),
     (lambda: Schedule.parse("\uff11\uff12\uff18x128x64"), r"not a decimal integer"),
+    (lambda: Schedule.parse("0128x128x64"), r"'0128' .* not a decimal integer .*no leading zero"),
     (lambda: Schedule.parse("128x128"), r"does not start with <block_m>x<block_n>x<block_k>"),
     (lambda: Schedule().map("row", True), r"map\('row'\) takes no group_size \(it is 1\), got True"),
     (lambda: num_k_iters(256, None), r"schedule must be a tlgemm.schedules.Schedule, got NoneType"),

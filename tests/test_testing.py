@@ -33,6 +33,24 @@ def test_reference_of_vectors_is_refused():
         reference_gemm(torch.ones(3), torch.ones(3, 2))
 
 
+def test_reference_refuses_scales_and_bias_of_another_orientation():
+    """Scales and bias were flattened, so a [1, M] per-row scale (or any tensor of M elements)
+    was taken for [M, 1]."""
+    a, b = torch.ones(3, 4), torch.ones(4, 2)
+    ref = reference_gemm(a, b, scale_a=torch.tensor([[1.0], [2.0], [3.0]]), scale_b=torch.tensor([[1.0, 2.0]]),
+                         bias=torch.ones(1, 2))
+    assert torch.equal(ref, torch.tensor([[5.0, 9.0], [9.0, 17.0], [13.0, 25.0]], dtype=torch.float64))
+    for kwargs, message in (
+        (dict(scale_a=torch.ones(1, 3)), r"^scale_a: expected a shape in \[\], \[1\], \[1, 1\], \[3\], \[3, 1\], "
+                                          r"got \[1, 3\]$"),
+        (dict(scale_b=torch.ones(2, 1)), r"^scale_b: expected a shape in .*\[2\], \[1, 2\], got \[2, 1\]$"),
+        (dict(scale_a=torch.ones(1, 1, 1)), r"^scale_a: .* got \[1, 1, 1\]$"),
+        (dict(bias=torch.ones(2, 1)), r"^bias: expected a shape in \[2\], \[1, 2\], got \[2, 1\]$"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            reference_gemm(a, b, **kwargs)
+
+
 def test_a_zero_reference_takes_an_exact_match():
     """The relative error of a zero reference was the absolute one, so 5e-3 everywhere passed
     as a float16 result of a product that is exactly zero."""

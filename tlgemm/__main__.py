@@ -155,7 +155,8 @@ def _target(args):
     if args.sm_count is not None and args.sm_count > INT32_MAX:
         raise ValueError(f"--sm-count: {args.sm_count} is more than 2**31 - 1 (the kernels take the SM count as "
                          "an int32)")
-    target = _explain_target(args.gpu or ("cuda" if torch.cuda.is_available() else "sm90"), torch.device("meta"))
+    gpu = args.gpu if args.gpu is not None else ("cuda" if torch.cuda.is_available() else "sm90")
+    target = _explain_target(gpu, torch.device("meta"))
     if args.sm_count is None:
         return target
     return dataclasses.replace(target, num_sms=args.sm_count, name=f"{target.name} with {args.sm_count} SMs")
@@ -238,6 +239,10 @@ def cmd_inspect(args) -> int:
     from tlgemm.api import _tilelang_layout
 
     dtype, out_dtype = _input_dtype(args.dtype), _output_dtype(args.out_dtype)
+    target = _target(args)
+    if not target.hopper:
+        raise ValueError(f"--gpu: inspect shows TileLang kernels, which issue wgmma (sm_90 only); the target is "
+                         f"{target.arch}")
     args.backend = "tilelang"
     a, b = _meta_operands(args, dtype)
     explanation = _explain(args, a, b, out_dtype)
@@ -467,9 +472,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The API arguments that a command's options set: an API message about one names the option.
+_OPTION_OF_ARGUMENT = {"gpu": "--gpu", "out_dtype": "--out-dtype", "backend": "--backend"}
+
+
+def _option_message(err: Exception, args) -> str:
+    """``err``'s message, its leading API argument (``gpu: ...``) named as the option that sets it
+    where the command has that option."""
+    text = str(err)
+    name, sep, rest = text.partition(": ")
+    if sep and name in _OPTION_OF_ARGUMENT and hasattr(args, name):
+        return f"{_OPTION_OF_ARGUMENT[name]}: {rest}"
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit status (module docstring)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    args = None
     try:
         if argv[:1] == ["bench"]:
             status = cmd_bench(argv[1:])
@@ -484,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (ValueError, TypeError, NotImplementedError) as err:
-        print(f"tlgemm: error: {err}", file=sys.stderr)
+        print(f"tlgemm: error: {_option_message(err, args)}", file=sys.stderr)
         return 2
     except OSError as err:  # e.g. stdout on a full device (`> /dev/full`), or a file a command writes
         try:

@@ -1276,7 +1276,8 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
     stored so, so a cache elsewhere serves only its own readers. Arguments are checked before
     anything is timed (shapes: an iterable of (M, N, K) positive ints; dtypes: a torch.dtype or a
     list or tuple of them; candidates: an int >= 1; cache: an AutotuneCache whose folder can be
-    created). Returns one AutotuneResult per (shape, dtype)."""
+    created); two shapes whose M share a bucket at one (N, K) (``m_bucket``: one cache entry)
+    are refused. Returns one AutotuneResult per (shape, dtype)."""
     if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
         raise ValueError(f"candidates: expected an int >= 1 (select()'s best schedules to time), got {candidates!r}")
     if cache is not None and not isinstance(cache, AutotuneCache):
@@ -1296,6 +1297,15 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
         M, N, K = shape
         for name, numel in (("a", M * K), ("b", K * N), ("out", M * N)):
             _check_elements(f"shapes: {shape}: {name}", numel)
+    entries: dict = {}
+    for shape in shape_list:
+        M, N, K = shape
+        first = entries.setdefault((m_bucket(M), N, K), shape)
+        if first is not shape:
+            m_min, m_max = m_bucket(M)
+            raise ValueError(f"shapes: {first} and {shape} share one cache entry (M bucket {m_min}..{m_max} at "
+                             f"N={N}, K={K}; tlgemm.schedules.m_bucket), so the second would overwrite the first's "
+                             "winner; tune one M per bucket")
     if device is None:
         if not torch.cuda.is_available():
             raise ValueError("device: autotune times kernels on a GPU, but torch.cuda.is_available() is False")

@@ -1615,10 +1615,28 @@ def _unwritable(args, measuring: bool) -> str | None:
     return None
 
 
+#: The options that choose or time what is measured (and where its JSON goes): --from-json
+#: measures nothing, so it refuses them rather than ignore them.
+_MEASURING_OPTIONS = ("sets", "dtypes", "shapes", "impls", "list", "quick", "warmup_ms", "rep_ms", "input_sets",
+                      "budget", "fast_accum", "seed", "compile_workers", "json")
+
+
+def _measuring_options_set(args) -> list[str]:
+    """The measuring options given a value other than their default, as the user spells them."""
+    defaults = build_parser().parse_args([])
+    return [f"--{name.replace('_', '-')}" for name in _MEASURING_OPTIONS
+            if getattr(args, name) != getattr(defaults, name)]
+
+
 def run(args, command: str) -> int:
     """Run the parsed options; returns the exit status."""
     _, md_path, plots_dir = _outputs(args)
     if args.from_json:
+        ignored = _measuring_options_set(args)
+        if ignored:
+            print(f"tlgemm bench: error: --from-json renders earlier runs and measures nothing; {', '.join(ignored)} "
+                  "would not apply (render all of their rows, or measure again)", file=sys.stderr)
+            return 2
         try:
             runs = load_runs(args.from_json)
             check_one_table(runs, args.from_json)

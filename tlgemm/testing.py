@@ -57,18 +57,23 @@ def tolerance(dtype: torch.dtype, *, allow_tf32: bool = False, blockscaled: bool
     return TOLERANCE[precision_of(dtype, allow_tf32=allow_tf32, blockscaled=blockscaled)]
 
 
-def _as_scale(scale, length: int, name: str) -> torch.Tensor | float:
-    """A scale as a float64 scalar or vector of ``length`` (per-row / per-column)."""
+def _as_vector(t: torch.Tensor, name: str, shapes: list[tuple[int, ...]]) -> torch.Tensor:
+    """``t`` as a float64 vector, where its shape is one of ``shapes`` (torch._scaled_mm's and
+    addmm's conventions); any other shape is an error, not a reshape."""
+    if tuple(t.shape) not in shapes:
+        raise ValueError(f"{name}: expected a shape in {', '.join(map(str, map(list, shapes)))}, got "
+                         f"{list(t.shape)}")
+    return t.detach().to(torch.float64).reshape(-1)
+
+
+def _as_scale(scale, length: int, name: str, vector: tuple[int, ...]) -> torch.Tensor | float:
+    """A scale as a float64 scalar or vector of ``length`` (per-row / per-column), given as a
+    number, a 1-element tensor of at most two dimensions, [length] or ``vector``."""
     if scale is None:
         return 1.0
     if isinstance(scale, (int, float)):
         return float(scale)
-    s = scale.detach().to(torch.float64).reshape(-1)
-    if s.numel() == 1:
-        return s
-    if s.numel() != length:
-        raise ValueError(f"{name}: expected 1 or {length} scale values, got {s.numel()}")
-    return s
+    return _as_vector(scale, name, list(dict.fromkeys([(), (1,), (1, 1), (length,), vector])))
 
 
 def reference_gemm(
@@ -84,9 +89,10 @@ def reference_gemm(
     """``alpha * (diag(scale_a) @ A @ B @ diag(scale_b)) + beta * bias`` in float64.
 
     ``a`` is [M, K] and ``b`` is [K, N] (any strides, any dtype); both are upcast to
-    float64 before the product. ``scale_a`` is a scalar, a 1-element tensor or [M]
-    (per row of A); ``scale_b`` a scalar, 1-element tensor or [N] (per column of B).
-    ``bias`` has length N and is broadcast over rows (torch.addmm's convention).
+    float64 before the product. ``scale_a`` is a scalar, a 1-element tensor, [M] or [M, 1]
+    (per row of A); ``scale_b`` a scalar, a 1-element tensor, [N] or [1, N] (per column of B).
+    ``bias`` is [N] or [1, N], broadcast over rows (torch.addmm's convention). Other shapes
+    are refused: a scale or bias of the right size but the wrong orientation is not reshaped.
     Batched inputs ([B, M, K] @ [B, K, N]) are handled by broadcasting.
     """
     for name, t in (("a", a), ("b", b)):
@@ -97,16 +103,13 @@ def reference_gemm(
     b64 = b.detach().to(torch.float64)
     out = a64 @ b64
     m, n = out.shape[-2], out.shape[-1]
-    sa = _as_scale(scale_a, m, "scale_a")
-    sb = _as_scale(scale_b, n, "scale_b")
+    sa = _as_scale(scale_a, m, "scale_a", (m, 1))
+    sb = _as_scale(scale_b, n, "scale_b", (1, n))
     if isinstance(sa, torch.Tensor) and sa.numel() == m and m != 1:
         sa = sa.reshape(m, 1)
     out = out * sa * sb * alpha
     if bias is not None:
-        bias64 = bias.detach().to(torch.float64).reshape(-1)
-        if bias64.numel() != n:
-            raise ValueError(f"bias: expected length N={n}, got {bias64.numel()}")
-        out = out + beta * bias64
+        out = out + beta * _as_vector(bias, "bias", [(n,), (1, n)])
     return out
 
 

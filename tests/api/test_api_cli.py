@@ -102,7 +102,21 @@ def test_inspect_ptx_without_toolkit_is_a_clear_error(emit, monkeypatch, capsys)
 
 def test_inspect_refuses_a_non_hopper_target(capsys):
     assert cli.main(["inspect", "64", "64", "64", "--gpu", "sm80"]) == 2
-    assert "'tilelang' cannot run this: sm_80 is not sm_90" in capsys.readouterr().err
+    assert "--gpu: inspect shows TileLang kernels, which issue wgmma (sm_90 only); the target is sm_80" in (
+        capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["explain", "64", "64", "64", "--gpu", ""], "tlgemm: error: --gpu: expected one of ['gfx942', 'sm80', 'sm90']"),
+    (["explain", "64", "64", "64", "--gpu", "foo"], "tlgemm: error: --gpu: expected one of"),
+    (["explain", "64", "64", "64", "--dtype", "e4m3", "--out-dtype", "int32"],
+     "tlgemm: error: --out-dtype: for float8_e4m3fn inputs (matmul) one of float32, float16, bfloat16, got int32"),
+    (["explain", "64", "64", "64", "--backend", "tilelang", "--gpu", "gfx942"],
+     "tlgemm: error: --backend: 'tilelang' cannot run this: gfx942 is not sm_90"),
+])
+def test_errors_name_the_option(argv, message, capsys):
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.startswith(message)
 
 
 @NO_GPU

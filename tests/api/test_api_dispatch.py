@@ -378,6 +378,10 @@ def test_autotune_stores_the_fastest_checked_candidate(fake_gpu, monkeypatch, ca
     (dict(shapes=[(True, 64, 64)]), ValueError, r"^shapes: each shape is \(M, N, K\) of positive ints"),
     (dict(shapes="64x64x64"), ValueError, r"^shapes: expected an iterable of \(M, N, K\) tuples, got '64x64x64'$"),
     (dict(shapes=[(2**31, 64, 64)]), ValueError, r"^shapes: \(2147483648, 64, 64\): a: holds 137438953472 elements"),
+    (dict(shapes=[(3500, 64, 64), (200, 64, 64), (4000, 64, 64)]), ValueError,
+     r"^shapes: \(3500, 64, 64\) and \(4000, 64, 64\) share one cache entry \(M bucket 3073..4096 at N=64, K=64; "
+     r"tlgemm.schedules.m_bucket\), so the second would overwrite the first's winner; tune one M per bucket$"),
+    (dict(shapes=[(200, 64, 64), [200, 64, 64]]), ValueError, r"^shapes: \(200, 64, 64\) and \(200, 64, 64\) share"),
 ])
 def test_autotune_checks_its_arguments_before_timing(fake_gpu, monkeypatch, kwargs, error, message):
     """Each was a silent no-op (candidates 0: nothing tried, schedule None), a crash deep in
