@@ -84,6 +84,16 @@ def check_int32_walk(schedule, M: int, N: int, K: int) -> None:
             "int32, more than 2**31 - 1; use larger tiles or block_k, or no Stream-K")
 
 
+def check_num_sms(num_sms, *, optional: bool = True) -> None:
+    """``num_sms``: None (the device's count) where ``optional``, else an int in 1..2**31 - 1
+    (the kernels take it as an int32)."""
+    if num_sms is None and optional:
+        return
+    if isinstance(num_sms, bool) or not isinstance(num_sms, int) or not 1 <= num_sms <= INT32_MAX:
+        raise ValueError(f"num_sms: expected {'None or ' if optional else ''}an int in 1..2**31 - 1 (the kernels "
+                         f"take it as an int32), got {num_sms!r}")
+
+
 def check_no_overlap(name, t):
     """Raise where ``t``'s strides may make two of its elements one memory location: ordered
     by stride, each axis of size > 1 must step past the last element the smaller-stride axes

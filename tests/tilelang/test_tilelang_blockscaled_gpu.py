@@ -459,6 +459,40 @@ def test_scales_in_either_orientation(generator, M):
     _close(out, _expected(a, b, sa, sb))
 
 
+@pytest.mark.parametrize("M", [64, 200])
+def test_broadcast_token_scales(generator, M):
+    """A's scales with a stride of 0: one scale per token for every K block, and a batch
+    sharing one xs. A tensor map's strides are non-zero, so these are not read by TMA: copied
+    token-major above 128 tokens, read by cp.async at their own strides below (a TMA
+    descriptor with stride 0 failed at launch)."""
+    N, K = 256, 512
+    a = random_operand((M, K), FP8, generator=generator, device=DEV)
+    b = random_operand((N, K), FP8, generator=generator, device=DEV)
+    per_token = _scales((M,), generator)[:, None].expand(M, K // 128)
+    sb = _scales((N // 128, K // 128), generator)
+    out = poisoned((M, N), torch.bfloat16, DEV)
+    blockscaled_matmul(a, b, per_token, sb, out=out)
+    _close(out, _expected(a, b, per_token.contiguous(), sb), what="per-token scales, K-block stride 0")
+    x = random_operand((2, M, K), FP8, generator=generator, device=DEV)
+    y = random_operand((2, N, K), FP8, generator=generator, device=DEV)
+    shared = _scales((K // 128, M), generator).mT[None].expand(2, M, K // 128)
+    ys = _scales((2, N // 128, K // 128), generator)
+    out = poisoned((2, M, N), torch.bfloat16, DEV)
+    blockscaled_bmm(x, y, shared, ys, out=out)
+    for i in range(2):
+        _close(out[i], _expected(x[i], y[i], shared[i].contiguous(), ys[i]), what=f"shared xs, batch {i}")
+
+
+def test_overlapping_out_is_refused(generator):
+    """An out whose elements may share memory (the Triton launcher's rule) is refused before
+    the kernel runs; it was copied into silently, or failed in torch's copy after the kernel."""
+    a, b, sa, sb = _problem(generator, 64, 64, 256)
+    for out in (torch.zeros(64, device=DEV, dtype=torch.bfloat16).expand(64, 64),
+                torch.zeros(4096, device=DEV, dtype=torch.bfloat16).as_strided((64, 64), (1, 1))):
+        with pytest.raises(ValueError, match=r"^out: strides .* may make elements of shape \(64, 64\) overlap"):
+            blockscaled_matmul(a, b, sa, sb, out=out)
+
+
 @pytest.mark.parametrize("batch, M, N, K", [(3, 65, 2112, 512), (2, 1, 256, 1024), (4, 300, 384, 256),
                                             (1, 64, 2112, 7168), (1, 16, 4096, 1024)], ids=str)
 def test_batched_matches_reference_and_triton(generator, batch, M, N, K):

@@ -293,6 +293,21 @@ def test_bmm_epilogue_and_strided_out(generator):
     check(out, reference_gemm(a, b, scale_a=sa, scale_b=sb, bias=bias), torch.bfloat16, "bmm epilogue")
 
 
+def test_overlapping_or_mistyped_out_is_named(generator):
+    """matmul and bmm refuse an out whose elements may share memory before the kernel runs (it
+    was copied into silently, or failed in torch's copy after the kernel), and bmm names out,
+    not out_dtype, for an out of the wrong dtype."""
+    a = random_operand((64, 128), torch.bfloat16, generator=generator, device=DEV)
+    b = random_operand((128, 64), torch.bfloat16, generator=generator, device=DEV)
+    overlapping = torch.zeros(4096, device=DEV, dtype=torch.bfloat16).as_strided((64, 64), (1, 1))
+    with pytest.raises(ValueError, match=r"^out: strides \(1, 1\) may make elements of shape \(64, 64\) overlap"):
+        TL.matmul(a, b, ONE_WG, out=overlapping)
+    with pytest.raises(ValueError, match=r"^out: strides \(0, 1, 1\) may make elements"):
+        TL.bmm(a[None].expand(2, 64, 128), b[None].expand(2, 128, 64), ONE_WG, out=overlapping[None].expand(2, 64, 64))
+    with pytest.raises(TypeError, match=r"^out: .*got torch.int32"):
+        TL.bmm(a[None], b[None], ONE_WG, out=torch.empty(1, 64, 64, dtype=torch.int32, device=DEV))
+
+
 def test_empty_problems_launch_nothing(generator):
     """K = 0 gives zeros (plus the bias row), M, N or the batch = 0 an empty result, in the
     plain, batched and block-scaled launchers; outputs are poisoned first."""

@@ -105,6 +105,37 @@ def test_bmm_names_its_operands_whole():
         bmm(a, torch.randn(3, 8, 8).half(), Schedule().persistent())
 
 
+@pytest.mark.parametrize("num_sms", [0, -4, 2.5, "132", True, 2**31])
+def test_num_sms_is_checked_by_every_launcher(num_sms):
+    """matmul, bmm and kernel_source took any num_sms into the kernel's spec: 0 and "132" were
+    reported as a schedule's lowering error, -4 compiled, 2**40 was accepted."""
+    a, b = torch.zeros(8, 16).half(), torch.zeros(16, 8).half()
+    message = rf"^num_sms: expected (None or )?an int in 1\.\.2\*\*31 - 1 \(the kernels take it as an int32\), got "
+    for call in (lambda: matmul(a, b, Schedule().persistent(), num_sms=num_sms),
+                 lambda: bmm(a[None], b[None], Schedule().persistent(), num_sms=num_sms),
+                 lambda: launch.kernel_source(8, 8, 16, torch.half, torch.half, None, Schedule().persistent(),
+                                              num_sms=num_sms)):
+        with pytest.raises(ValueError, match=message):
+            call()
+
+
+def test_block_scaled_launch_cache_keeps_the_type_of_num_sms():
+    """2.0 and True hash as 2 and 1: without num_sms's type in the launch keys, a call with them
+    after one with 2 or 1 skipped the check."""
+    a = torch.zeros(8, 16).half()
+    assert launch._launch_key(a, a, None, None, None, None, None, None, 2) != launch._launch_key(
+        a, a, None, None, None, None, None, None, 2.0)
+
+
+def test_token_scales_with_a_zero_stride_are_not_read_by_tma():
+    """A tensor map's strides are non-zero (the kernel's is built from the tensor's own), so a
+    per-token scale broadcast over K blocks, or an xs shared by a batch, is not a TMA layout."""
+    outer = torch.ones(4, 200).mT
+    assert launch._tma_token_scales(outer) and launch._tma_token_scales(torch.ones(2, 4, 200).mT)
+    assert not launch._tma_token_scales(torch.ones(200)[:, None].expand(200, 4))
+    assert not launch._tma_token_scales(outer[None].expand(2, 200, 4))
+
+
 def test_blockscaled_validation_names_the_argument():
     E4M3 = torch.float8_e4m3fn
     a, b = torch.zeros(4, 256).to(E4M3), torch.zeros(8, 256).to(E4M3)
@@ -117,7 +148,7 @@ def test_blockscaled_validation_names_the_argument():
         blockscaled_matmul(a, b, sa, sb, out=torch.empty(4, 8, dtype=torch.int32))
     with pytest.raises(TypeError, match="bias: expected a torch.Tensor"):
         blockscaled_matmul(a, b, sa, sb, bias=[0.0] * 8)
-    with pytest.raises(ValueError, match="num_sms: expected a positive int"):
+    with pytest.raises(ValueError, match=r"num_sms: expected None or an int in 1\.\.2\*\*31 - 1 .* got 0$"):
         blockscaled_matmul(a, b, sa, sb, num_sms=0)
     with pytest.raises(ValueError, match="scale_b: expected shape"):
         blockscaled_matmul(a, b, sa, torch.ones(2, 2))

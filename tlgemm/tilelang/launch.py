@@ -56,9 +56,9 @@ import torch
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import SCALE_BLOCK as _SCALE_BLOCK
-from tlgemm._checks import (blockscaled_problem, check_int32_walk, check_not_negated, check_out_reads,
-                             check_streamk_workspace, cuda_limits, output_dtype, padded, remember, signature,
-                             stream_workspace, vector)
+from tlgemm._checks import (blockscaled_problem, check_int32_walk, check_no_overlap, check_not_negated,
+                             check_num_sms, check_out_reads, check_streamk_workspace, cuda_limits, output_dtype,
+                             padded, remember, signature, stream_workspace, vector)
 from tlgemm._checks import padded_copy as _k_major_copy
 from tlgemm import schedules
 from tlgemm.macros.operands import Major
@@ -256,9 +256,12 @@ def _kernel_for(a_dtype, b_dtype, out_dtype, schedule, sms, smem_limit, a_major,
                                          c_transposed=c_transposed))
 
 
-def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
+def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms, dtype_name="out_dtype"):
+    """Validate a GEMM's arguments; ``dtype_name`` names where ``out_dtype`` came from (bmm
+    passes its out's dtype as "out")."""
     _check_tensor("a", a, 2)
     _check_tensor("b", b, 2)
+    check_num_sms(num_sms)
     if not isinstance(schedule, Schedule):
         raise TypeError(f"schedule: expected a tlgemm.schedules.Schedule, got {type(schedule).__name__}")
     for name, t in (("a", a), ("b", b)):
@@ -281,10 +284,11 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
         _check_tensor("out", out, 2)
         if tuple(out.shape) != (M, N):
             raise ValueError(f"out: expected shape {(M, N)}, got {tuple(out.shape)}")
+        check_no_overlap("out", out)
         if out_dtype is not None and out.dtype != out_dtype:
             raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
     epilogue = scale_a is not None or scale_b is not None or bias is not None
-    out_dtype = (output_dtype(a.dtype, out_dtype, epilogue) if out is None
+    out_dtype = (output_dtype(a.dtype, out_dtype, epilogue, dtype_name) if out is None
                  else output_dtype(a.dtype, out.dtype, epilogue, "out"))
     modes, vectors = [None, None], [None, None, None]
     if scale_a is not None or scale_b is not None:
@@ -390,9 +394,10 @@ _LAUNCHES: dict[tuple, _Launch] = {}
 
 
 def _launch_key(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms):
-    """The ``_LAUNCHES`` key of a call (AttributeError for a non-tensor argument)."""
-    return (schedule, out_dtype, num_sms, signature(a), signature(b), signature(out), signature(scale_a),
-            signature(scale_b), signature(bias))
+    """The ``_LAUNCHES`` key of a call (AttributeError for a non-tensor argument); num_sms's type
+    is in it, so that 2.0 or True, which hash as 2 and 1, are not taken for a checked int."""
+    return (schedule, out_dtype, type(num_sms), num_sms, signature(a), signature(b), signature(out),
+            signature(scale_a), signature(scale_b), signature(bias))
 
 
 def _cached(*args) -> tuple:
@@ -551,13 +556,15 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
             raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
     (M, N, K), _, out_dtype, modes, vectors, sms, smem_limit = _prepare(
         a[0] if batch else a.new_empty(a.shape[1:]), b[0] if batch else b.new_empty(b.shape[1:]), schedule, None,
-        out.dtype if out is not None else out_dtype, scale_a, scale_b, bias, num_sms)
+        out.dtype if out is not None else out_dtype, scale_a, scale_b, bias, num_sms,
+        "out" if out is not None else "out_dtype")
     device = a.device
     if out is not None:
         if out.device != device:
             raise ValueError(f"out: on {out.device}, but a is on {device}; all tensors must share a device")
         if tuple(out.shape) != (batch, M, N):
             raise ValueError(f"out: expected shape {(batch, M, N)}, got {tuple(out.shape)}")
+        check_no_overlap("out", out)
     target = out if out is not None else torch.empty((batch, M, N), dtype=out_dtype, device=device)
     if not (batch and M and N):
         return target
@@ -601,6 +608,7 @@ def kernel_source(M, N, K, a_dtype, b_dtype, out_dtype, schedule, *, a_major="K"
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
     if emit not in ("tir", "cuda"):
         raise ValueError(f"emit: expected 'tir' or 'cuda' (ptx/sass need the GPU machine's nvcc), got {emit!r}")
+    check_num_sms(num_sms, optional=False)
     for name, dt in (("a_dtype", a_dtype), ("b_dtype", b_dtype)):
         if dt not in _WGMMA_INPUT:
             raise TypeError(f"{name}: must be one of {[str(d) for d in _WGMMA_INPUT]}, got {dt}")
@@ -942,9 +950,12 @@ def blockscaled_spec(a_dtype, b_dtype, out_dtype, schedule, num_sms, bias_dtype=
 
 def _tma_token_scales(scale_a) -> bool:
     """Whether a TMA copy can read scale_a's tokens: stored outer-dim-major (tokens
-    adjacent), its K-block rows and base 16-byte aligned (CUDA tensor maps, PTX ISA 5.5)."""
+    adjacent), its K-block rows and base 16-byte aligned (CUDA tensor maps, PTX ISA 5.5), and
+    no stride 0 (a broadcast K block or batch: a tensor map's strides are non-zero, and the
+    kernel's is built from the tensor's own, even for a dimension of size 1)."""
     *lead_strides, token_stride, kb_stride = scale_a.stride()
-    return (scale_a.shape[-2] > 1 and token_stride == 1 and all(st % 4 == 0 for st in (*lead_strides, kb_stride))
+    return (scale_a.shape[-2] > 1 and token_stride == 1
+            and all(st > 0 and st % 4 == 0 for st in (*lead_strides, kb_stride))
             and scale_a.data_ptr() % _TMA_ALIGN == 0)
 
 
@@ -966,6 +977,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
         _check_tensor("out", out, ndim)
         if tuple(out.shape) != shape:
             raise ValueError(f"out: expected shape {shape}, got {tuple(out.shape)}")
+        check_no_overlap("out", out)
         if out_dtype is not None and out.dtype != out_dtype:
             raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
         out_dtype = out.dtype
@@ -975,8 +987,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
         raise TypeError(f"{source}: dtype must be one of {[str(d) for d in _FLOAT_OUT]}, got {out_dtype}")
     if bias is not None and not isinstance(bias, torch.Tensor):
         raise TypeError(f"bias: expected a torch.Tensor, got {type(bias).__name__}")
-    if num_sms is not None and (not isinstance(num_sms, int) or isinstance(num_sms, bool) or num_sms < 1):
-        raise ValueError(f"num_sms: expected a positive int, got {num_sms!r}")
+    check_num_sms(num_sms)
     device = a.device
     if device.type != "cuda":
         raise ValueError(f"{na}: on {device}; the TileLang kernels need CUDA tensors")
@@ -999,7 +1010,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     if K and schedule.split_k > -(-K // schedule.block_k):  # K = 0: the bias alone, no kernel (below)
         raise ValueError(f"schedule: split_k = {schedule.split_k} parts need at least as many K-iterations of "
                          f"block_k = {schedule.block_k}; K = {K} has {-(-K // schedule.block_k)}")
-    scale_a_copy = M > _SMALL_M and scale_a.stride(-2) != 1
+    scale_a_copy = M > _SMALL_M and not _tma_token_scales(scale_a)
     spec = blockscaled_spec(a.dtype, b.dtype, out_dtype, schedule, sms,
                             None if bias_vec is None else bias_vec.dtype, batched=batched,
                             tma_token_scales=scale_a_copy or _tma_token_scales(scale_a),
@@ -1027,8 +1038,9 @@ class _BlockScaledLaunch:
     whether C is ``out`` itself (else a temporary ``c_shape`` whose rows are padded to whole
     128-byte lines, ``tlgemm._checks.PITCH``; a TMA store needs 16 bytes). Calling it copies
     what must be copied (a, b when not dense; scale_a outer-dim-major when M > ``_SMALL_M`` and
-    it is not, ``scale_a_copy``: read in place, a tile's scales of one K block lie a row apart,
-    which cost up to 14% at M = 4096 on the H100, benchmarks/results/blockscaled_small_m.md; the
+    a TMA copy cannot read it as it is, ``scale_a_copy``: read in place, a tile's scales of one
+    K block lie a row apart, which cost up to 14% at M = 4096 on the H100,
+    benchmarks/results/blockscaled_small_m.md; the
     kernel reads every other scale tensor at its own strides, scale_a by TMA where
     ``_tma_token_scales`` allows) and launches with the Stream-K workspace of the current stream
     (``workspace``: its programs, tile and dtype; one-element placeholders without Stream-K),
@@ -1064,8 +1076,8 @@ def _blockscaled_call(names, a, b, scale_a, scale_b, schedule, out, out_dtype, b
     """``_blockscaled`` once per argument signature, its ``_BlockScaledLaunch`` after that."""
     check_out_reads(out, (*zip(names, (a, b, scale_a, scale_b)), ("bias", bias)))
     try:
-        key = (batched, schedule, out_dtype, num_sms, signature(a), signature(b), signature(scale_a),
-               signature(scale_b), signature(out), signature(bias))
+        key = (batched, schedule, out_dtype, type(num_sms), num_sms, signature(a), signature(b),
+               signature(scale_a), signature(scale_b), signature(out), signature(bias))
         launch = _BLOCKSCALED_LAUNCHES.get(key)
     except (AttributeError, TypeError):
         key = launch = None
