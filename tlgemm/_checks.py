@@ -43,6 +43,12 @@ def output_dtype(a_dtype, out_dtype, epilogue: bool, name: str = "out_dtype"):
     return out_dtype
 
 
+def check_strided(name, t) -> None:
+    """TypeError for a sparse (or other non-strided) tensor: the kernels read strided memory."""
+    if t.layout != torch.strided:
+        raise TypeError(f"{name}: expected a dense (strided) tensor, got layout {t.layout}; pass t.to_dense()")
+
+
 def check_not_negated(name, t) -> None:
     """ValueError for a tensor with torch's negative bit set (a lazily negated view, e.g.
     ``z.conj().imag``): its memory holds the values' negatives, which a kernel would read."""
@@ -51,16 +57,22 @@ def check_not_negated(name, t) -> None:
                          "pass t.resolve_neg()")
 
 
-def vector(name, v, lengths, dtypes, device, first="a"):
-    """``v`` flattened to 1-D after checking its type, dtype, element count, device and that it
-    is not a negated view (``check_not_negated``)."""
+def vector(name, v, length, dtypes, device, first="a", *, per_row=False, scalar=False):
+    """``v`` flattened to 1-D after checking its type, dtype, shape, device and that it is not
+    a negated view (``check_not_negated``). The shape is [length] or its 2-D form: [length, 1]
+    where ``per_row`` (a scale of A's rows), else [1, length] (per column: a scale of B's
+    columns, a bias); where ``scalar`` also any one-element shape (a per-tensor scale). An
+    element count alone is not enough: an [M, 1] bias of a square product is per row."""
     if not isinstance(v, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(v).__name__}")
+    check_strided(name, v)
     check_not_negated(name, v)
     if v.dtype not in dtypes:
         raise TypeError(f"{name}: dtype must be one of {[str(d) for d in dtypes]}, got {v.dtype}")
-    if v.numel() not in lengths:
-        raise ValueError(f"{name}: expected {' or '.join(map(str, lengths))} elements, got {v.numel()}")
+    shapes = [(length,), (length, 1) if per_row else (1, length)]
+    if not (scalar and v.numel() == 1) and tuple(v.shape) not in shapes:
+        raise ValueError(f"{name}: expected {'one element, ' if scalar else ''}"
+                         f"{' or '.join(str(list(shape)) for shape in shapes)}, got shape {list(v.shape)}")
     if v.device != device:
         raise ValueError(f"{name}: on {v.device}, but {first} is on {device}; all tensors must share a device")
     return v.reshape(-1)
@@ -115,11 +127,12 @@ def _byte_span(t) -> tuple[int, int]:
 
 
 def may_share_memory(x, y) -> bool:
-    """Whether tensors x and y may share memory: one storage and intersecting byte ranges
-    (conservative: two interleaved views of one buffer count as sharing). Storage-less
-    tensors (data pointer 0, e.g. on the meta device) share nothing."""
-    storage = x.untyped_storage().data_ptr()
-    if storage == 0 or storage != y.untyped_storage().data_ptr() or not (x.numel() and y.numel()):
+    """Whether tensors x and y may share memory: one device and intersecting byte ranges of
+    their addresses (conservative: two interleaved views of one buffer count as sharing). By
+    address, not by storage object: two storages may view one buffer (torch.from_numpy of
+    overlapping arrays, DLPack imports). Storage-less tensors (data pointer 0, e.g. on the
+    meta device) share nothing."""
+    if x.device != y.device or not (x.numel() and y.numel()) or x.data_ptr() == 0 or y.data_ptr() == 0:
         return False
     (x0, x1), (y0, y1) = _byte_span(x), _byte_span(y)
     return x0 < y1 and y0 < x1
@@ -128,12 +141,13 @@ def may_share_memory(x, y) -> bool:
 def check_out_reads(out, reads) -> None:
     """ValueError where ``out`` may share memory with a tensor the kernel reads while it writes
     out (``reads``: (name, tensor or None) pairs; ``may_share_memory``); per call, as data
-    pointers change between calls of one signature. An ``out`` that is no tensor is left to
-    the caller's validation to name."""
-    if not isinstance(out, torch.Tensor):
+    pointers change between calls of one signature. An ``out`` that is no tensor, or not a
+    strided one (sparse: no data pointer), is left to the caller's validation to name, as is
+    such a read."""
+    if not isinstance(out, torch.Tensor) or out.layout != torch.strided:
         return
     for name, t in reads:
-        if isinstance(t, torch.Tensor) and may_share_memory(out, t):
+        if isinstance(t, torch.Tensor) and t.layout == torch.strided and may_share_memory(out, t):
             raise ValueError(f"out: shares memory with {name}, which the kernel reads while it writes out; "
                              "pass an out of its own")
 
@@ -189,7 +203,7 @@ def by_signature(cache: dict, key: tuple, tensors: tuple, build=None):
     try:
         full_key = (*key, *(signature(t) for t in tensors))
         value = cache.get(full_key)
-    except (AttributeError, TypeError):
+    except (AttributeError, TypeError, RuntimeError):  # RuntimeError: a sparse tensor's strides or pointer
         full_key = value = None
     if value is None and build is not None:
         value = build()

@@ -81,8 +81,8 @@ import torch
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import (SCALE_BLOCK, check_no_overlap, check_not_negated, check_out_reads, loads_as_vectors,
-                            matmul_uses_tf32, may_share_memory, remember, signature)
+from tlgemm._checks import (SCALE_BLOCK, check_no_overlap, check_not_negated, check_out_reads, check_strided,
+                             loads_as_vectors, matmul_uses_tf32, may_share_memory, remember, signature)
 from tlgemm.schedules import AutotuneCache, Schedule, Selection, cdiv, m_bucket, num_programs, select
 
 __all__ = ["matmul", "addmm", "bmm", "scaled_mm", "explain", "autotune", "Explanation", "AutotuneResult",
@@ -187,12 +187,6 @@ def _explain_target(gpu, device: torch.device) -> Target:
 # ---- validation ---------------------------------------------------------------------------
 
 
-def _check_dense(name: str, t: torch.Tensor) -> None:
-    """TypeError for a sparse (or other non-strided) tensor: the kernels read strided memory."""
-    if t.layout != torch.strided:
-        raise TypeError(f"{name}: expected a dense (strided) tensor, got layout {t.layout}; pass t.to_dense()")
-
-
 def _check_pair(a, b, ndim: int) -> tuple[int, int, int, int]:
     """(M, N, K, batch) of a [.., M, K] @ b [.., K, N]: types, layouts, ranks, shapes, one device,
     int32 sizes."""
@@ -201,7 +195,7 @@ def _check_pair(a, b, ndim: int) -> tuple[int, int, int, int]:
         for name, t, dims in (("a", a, "M, K"), ("b", b, "K, N")):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-            _check_dense(name, t)
+            check_strided(name, t)
             if t.ndim != ndim:
                 dims = dims if ndim == 2 else "B, " + dims
                 raise ValueError(f"{name}: expected a {ndim}-D tensor [{dims}], got shape {list(t.shape)}")
@@ -241,7 +235,7 @@ def _check_out(op: str, out, out_dtype, shape: tuple[int, ...], reads: dict):
         return out_dtype
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"out: expected a torch.Tensor, got {type(out).__name__}")
-    _check_dense("out", out)
+    check_strided("out", out)
     check_not_negated("out", out)
     if out.requires_grad and torch.is_grad_enabled():
         raise ValueError("out: requires grad, and the kernels write it without recording the write for autograd; "
@@ -316,7 +310,7 @@ def _bias_route(bias, M: int, N: int, device: torch.device) -> str:
     """"scalar", "vector" ([N] or [1, N]: the kernel's epilogue) or "full" (added after the kernel)."""
     if not isinstance(bias, torch.Tensor):
         raise TypeError(f"bias: expected a torch.Tensor, got {type(bias).__name__}")
-    _check_dense("bias", bias)
+    check_strided("bias", bias)
     if bias.dtype not in _FLOAT:
         raise TypeError(f"bias: dtype must be float32, float16 or bfloat16, got {_name(bias.dtype)}")
     if bias.device != device:
@@ -339,7 +333,7 @@ def _scale_kind(scale_a, scale_b, M: int, N: int, K: int, device: torch.device) 
     for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
         if not isinstance(s, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(s).__name__}")
-        _check_dense(name, s)
+        check_strided(name, s)
         if s.dtype != torch.float32:
             raise TypeError(f"{name}: dtype must be float32, got {_name(s.dtype)}")
         if s.device != device:
@@ -930,12 +924,12 @@ def _op_dtype(op, out, out_dtype, backend, reads, more=()):
         return out_dtype
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"out: expected a torch.Tensor, got {type(out).__name__}")
-    _check_dense("out", out)
+    check_strided("out", out)
     if out.is_leaf and out.requires_grad:
         raise ValueError("out: a leaf tensor that requires grad, which autograd cannot record a write into; pass an "
                          "out that does not require grad (or none)")
     for name, t in reads:  # a sparse input has no storage for check_out_reads to compare
-        _check_dense(name, t)
+        check_strided(name, t)
     if out_dtype is not None and out.dtype != out_dtype:
         raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
     a, b = reads[0][1], reads[1][1]

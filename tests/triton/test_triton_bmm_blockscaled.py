@@ -301,7 +301,7 @@ BLOCKSCALED_CASES = {
     "out_conflict": (_bs, {"out": torch.empty(8, 128), "out_dtype": torch.bfloat16}, ValueError,
                      r"out: dtype torch\.float32 differs from out_dtype=torch\.bfloat16"),
     "out_overlap": (_bs, {"out": torch.empty(8, 1).expand(8, 128)}, ValueError, r"out: strides \(1, 0\) may make elements"),
-    "bias_length": (_bs, {"bias": torch.randn(64)}, ValueError, r"bias: expected 128 elements, got 64"),
+    "bias_length": (_bs, {"bias": torch.randn(64)}, ValueError, r"bias: expected \[128\] or \[1, 128\], got shape \[64\]"),
     "bias_dtype": (_bs, {"bias": torch.ones(128, dtype=torch.int32)}, TypeError, r"bias: dtype must be one of"),
     "bias_type": (_bs, {"bias": [0.0] * 128}, TypeError, r"bias: expected a torch\.Tensor, got list"),
 }
@@ -349,7 +349,7 @@ BMM_CASES = {
     "streamk": ((torch.randn(2, 8, 16), torch.randn(2, 16, 12)), {"schedule": BMM.streamk(3)}, ValueError,
                 r"schedule: streamk_tiles > 0 is not implemented for bmm"),
     "scale_length": ((torch.randn(2, 8, 16), torch.randn(2, 16, 12)), {"scale_a": torch.ones(16)}, ValueError,
-                     r"scale_a: expected 1 or 8 elements, got 16"),
+                     r"scale_a: expected one element, \[8\] or \[8, 1\], got shape \[16\]"),
 }
 
 

@@ -95,8 +95,14 @@ def test_bias_is_per_column(interp, generator):
     bias = torch.randn(N, generator=generator)
     out = interp.triton.matmul(a, b, PERSISTENT, bias=bias)
     torch.testing.assert_close(out, torch.addmm(bias, a, b), rtol=1e-5, atol=1e-5)
-    with pytest.raises(ValueError, match=r"bias: expected 36 elements, got 20"):
+    with pytest.raises(ValueError, match=r"^bias: expected \[36\] or \[1, 36\], got shape \[20\]$"):
         interp.triton.matmul(a, b, PERSISTENT, bias=torch.randn(M, generator=generator))
+    square = random_operand((K, M), torch.float32, generator=generator)
+    for bias in (torch.randn(M, 1, generator=generator), torch.randn(N, 1, generator=generator)):
+        # an [M, 1] bias is per row (torch broadcasting): as many elements as a per-column one of a
+        # square product, so it was added per column; [N, 1] does not broadcast to [M, N] at all
+        with pytest.raises(ValueError, match=r"^bias: expected \[\d+\] or \[1, \d+\], got shape \[\d+, 1\]$"):
+            interp.triton.matmul(a, square if bias.shape[0] == M else b, PERSISTENT, bias=bias)
 
 
 @pytest.mark.parametrize("kernel", SCHEDULES)

@@ -1,7 +1,8 @@
 """Host launchers reject bad input with an error naming the argument and the rule.
 
 Most cases use the interpreter copies (which accept CPU tensors) so that only the rule under
-test is broken; "meta" tensors stand in for a second device and for huge extents."""
+test is broken; "meta" tensors stand in for a second device and for huge extents (where the
+rule is checked before the device), expanded CPU tensors for huge problems."""
 
 import pytest
 import torch
@@ -54,20 +55,37 @@ CASES = {
     "int32_out_with_scale": (lambda: _ab(dtype=torch.int8), {"scale_a": torch.ones(1), "schedule": Schedule().persistent(2)},
                              ValueError, r"out_dtype: int32 output takes no scale_a/scale_b/bias"),
     "scale_dtype": (_ab, {"scale_a": torch.ones(8, dtype=torch.float16)}, TypeError, r"scale_a: dtype must be one of"),
-    "scale_a_length": (_ab, {"scale_a": torch.ones(12)}, ValueError, r"scale_a: expected 1 or 8 elements, got 12"),
-    "scale_b_length": (_ab, {"scale_b": torch.ones(8)}, ValueError, r"scale_b: expected 1 or 12 elements, got 8"),
+    "scale_a_length": (_ab, {"scale_a": torch.ones(12)}, ValueError, r"scale_a: expected one element, \[8\] or \[8, 1\], got shape \[12\]"),
+    "scale_a_row": (_ab, {"scale_a": torch.ones(1, 8)}, ValueError, r"scale_a: expected .* got shape \[1, 8\]"),
+    "scale_b_length": (_ab, {"scale_b": torch.ones(8)}, ValueError, r"scale_b: expected one element, \[12\] or \[1, 12\], got shape \[8\]"),
+    "scale_b_column": (_ab, {"scale_b": torch.ones(12, 1)}, ValueError, r"scale_b: expected .* got shape \[12, 1\]"),
     "scale_not_tensor": (_ab, {"scale_b": 2.0}, TypeError, r"scale_b: expected a torch\.Tensor"),
     "bias_dtype": (_ab, {"bias": torch.ones(12, dtype=torch.int32)}, TypeError, r"bias: dtype must be one of"),
-    "bias_length": (_ab, {"bias": torch.ones(8)}, ValueError, r"bias: expected 12 elements, got 8"),
+    "bias_length": (_ab, {"bias": torch.ones(8)}, ValueError, r"bias: expected \[12\] or \[1, 12\], got shape \[8\]"),
+    "bias_column": (_ab, {"bias": torch.ones(12, 1)}, ValueError, r"bias: expected \[12\] or \[1, 12\], got shape \[12, 1\]"),
     "bias_device": (_ab, {"bias": torch.ones(12, device="meta")}, ValueError, r"bias: on meta, but a is on cpu"),
     "num_sms_missing": (_ab, {"schedule": Schedule().persistent()}, ValueError, r"needs the device's SM count"),
+    "num_sms_negative": (_ab, {"schedule": Schedule(block_m=16, block_n=16, block_k=32), "num_sms": -5}, ValueError,
+                         r"^num_sms: expected None or an int in 1\.\.2\*\*31 - 1 \(the kernels take it as an int32\), "
+                         r"got -5$"),
+    "num_sms_str": (_ab, {"num_sms": "132"}, ValueError, r"^num_sms: expected None or an int .* got '132'$"),
+    "a_sparse": (lambda: (torch.eye(8, 16).to_sparse(), _ab()[1]), {}, TypeError,
+                 r"^a: expected a dense \(strided\) tensor, got layout torch\.sparse_coo; pass t\.to_dense\(\)$"),
+    "b_sparse_csr": (lambda: (_ab()[0], torch.eye(16, 12).to_sparse_csr()), {}, TypeError,
+                     r"^b: expected a dense \(strided\) tensor, got layout torch\.sparse_csr"),
+    "out_sparse": (_ab, {"out": torch.zeros(8, 12).to_sparse()}, TypeError, r"^out: expected a dense \(strided\)"),
+    "bias_sparse": (_ab, {"bias": torch.ones(12).to_sparse()}, TypeError, r"^bias: expected a dense \(strided\)"),
+    "all_on_meta": (lambda: (torch.empty(8, 16, device="meta"), torch.empty(16, 12, device="meta")), {}, ValueError,
+                    r"^a: on meta; the Triton kernels need CUDA tensors \(CPU only under TRITON_INTERPRET=1\)$"),
+    "out_dtype_str": (_ab, {"out": torch.empty(8, 12), "out_dtype": "float32"}, TypeError,
+                      r"^out_dtype: expected a torch\.dtype, got str$"),
     "warpgroups_not_pow2": (_ab, {"schedule": Schedule(num_warpgroups=3)}, ValueError,
                             r"schedule: num_warpgroups=3 is not a power of two"),
     "group_int32": (lambda: (torch.randn(100, 32), torch.randn(32, 70)),
                     {"schedule": Schedule(block_m=32, block_n=16, block_k=32, group_size_m=2**30, raster="n").persistent(3)},
                     ValueError, r"schedule: group_size_m=1073741824 tile columns of 4 tiles each exceed the kernels' "
                                 r"int32 tile arithmetic; here 5 tile columns or more make one group"),
-    "streamk_int32": (lambda: (torch.empty(32768, 8192, device="meta"), torch.empty(8192, 32768, device="meta")),
+    "streamk_int32": (lambda: (torch.zeros(1, 1).expand(32768, 8192), torch.zeros(1, 1).expand(8192, 32768)),
                       {"schedule": Schedule(block_m=16, block_n=16, block_k=16).streamk(10**6).persistent(132)},
                       ValueError, r"schedule: Stream-K numbers the K-iterations of all 4194304 tiles \(512 each\) in int32"),
     "streamk_workspace_int32": (lambda: (torch.randn(300, 64), torch.randn(64, 300)),
@@ -138,7 +156,7 @@ def test_validated_plan_is_reused_per_signature(interp):
     scale, bias = torch.rand(8) + 0.5, torch.randn(12)
     torch.testing.assert_close(interp.triton.matmul(a, b, S, scale_a=scale, bias=bias), scale[:, None] * (a @ b) + bias)
     assert len(plans) == 3
-    with pytest.raises(ValueError, match=r"bias: expected 12 elements"):
+    with pytest.raises(ValueError, match=r"bias: expected \[12\] or \[1, 12\], got shape \[8\]"):
         interp.triton.matmul(a, b, S, bias=torch.ones(8))
 
 
@@ -153,3 +171,15 @@ def test_schedule_rules_come_before_the_tensor_rules_they_always_preceded():
         compiled.matmul(x, y, None)
     with pytest.raises(ValueError, match="^schedule: split_k > 1 is not implemented"):
         compiled.matmul(*_ab(), Schedule().splitk(2), allow_tf32=1)
+
+
+def test_out_overlapping_an_input_through_another_storage_is_refused(interp):
+    """Two storage objects may view one buffer (torch.from_numpy of overlapping arrays): the
+    overlap check compared storages, so out overwrote rows of a while the kernel read them."""
+    np = pytest.importorskip("numpy")
+    buffer = np.random.default_rng(0).standard_normal(8 * 16 + 8 * 12).astype(np.float32)
+    a = torch.from_numpy(buffer[:8 * 16].reshape(8, 16))
+    out = torch.from_numpy(buffer[8 * 4:8 * 4 + 8 * 12].reshape(8, 12))
+    assert a.untyped_storage().data_ptr() != out.untyped_storage().data_ptr()
+    with pytest.raises(ValueError, match=r"^out: shares memory with a, which the kernel reads while it writes out"):
+        interp.triton.matmul(a, torch.randn(16, 12), S, out=out)

@@ -57,8 +57,8 @@ from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import SCALE_BLOCK as _SCALE_BLOCK
 from tlgemm._checks import (blockscaled_problem, check_int32_walk, check_no_overlap, check_not_negated,
-                             check_num_sms, check_out_reads, check_streamk_workspace, cuda_limits, output_dtype,
-                             padded, remember, signature, stream_workspace, vector)
+                             check_num_sms, check_out_reads, check_streamk_workspace, check_strided, cuda_limits,
+                             output_dtype, padded, remember, signature, stream_workspace, vector)
 from tlgemm._checks import padded_copy as _k_major_copy
 from tlgemm import schedules
 from tlgemm.macros.operands import Major
@@ -87,6 +87,7 @@ _ONE_PROGRAM_PER_TILE = 2**31 - 1
 def _check_tensor(name, t, ndim):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    check_strided(name, t)
     if t.dim() != ndim:
         raise ValueError(f"{name}: expected a {ndim}-D tensor, got shape {tuple(t.shape)}")
     check_not_negated(name, t)
@@ -293,14 +294,14 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms, dt
     modes, vectors = [None, None], [None, None, None]
     if scale_a is not None or scale_b is not None:
         ones = _placeholder(device)
-        vectors[0] = vector("scale_a", ones if scale_a is None else scale_a, (1, M), (torch.float32,),
-                            device).contiguous()
-        vectors[1] = vector("scale_b", ones if scale_b is None else scale_b, (1, N), (torch.float32,),
-                            device).contiguous()
+        vectors[0] = vector("scale_a", ones if scale_a is None else scale_a, M, (torch.float32,), device,
+                            per_row=True, scalar=True).contiguous()
+        vectors[1] = vector("scale_b", ones if scale_b is None else scale_b, N, (torch.float32,), device,
+                            scalar=True).contiguous()
         modes = ["row" if vectors[0].numel() == M and M > 1 else "tensor",
                  "col" if vectors[1].numel() == N and N > 1 else "tensor"]
     if bias is not None:
-        vectors[2] = vector("bias", bias, (N,), _FLOAT_OUT, device).contiguous()
+        vectors[2] = vector("bias", bias, N, _FLOAT_OUT, device).contiguous()
     device_sms, smem_limit = cuda_limits(device)
     sms = device_sms
     if not schedule.is_persistent:
@@ -406,7 +407,7 @@ def _cached(*args) -> tuple:
     try:
         key = _launch_key(*args)
         return key, _LAUNCHES.get(key)
-    except (AttributeError, TypeError):
+    except (AttributeError, TypeError, RuntimeError):  # RuntimeError: a sparse tensor's strides or pointer
         return None, None
 
 
@@ -994,7 +995,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     for name, t in ((nb, b), (nsa, scale_a), (nsb, scale_b), ("out", out), ("bias", bias)):
         if t is not None and t.device != device:
             raise ValueError(f"{name}: on {t.device}, but {na} is on {device}; all tensors must share a device")
-    bias_vec = None if bias is None else vector("bias", bias, (N,), _FLOAT_OUT, device).contiguous()
+    bias_vec = None if bias is None else vector("bias", bias, N, _FLOAT_OUT, device).contiguous()
     if not (M and N and (not batched or batch[0])):
         return out if out is not None else torch.empty(shape, dtype=out_dtype, device=device)
     device_sms, smem_limit = cuda_limits(device)
@@ -1079,7 +1080,7 @@ def _blockscaled_call(names, a, b, scale_a, scale_b, schedule, out, out_dtype, b
         key = (batched, schedule, out_dtype, type(num_sms), num_sms, signature(a), signature(b),
                signature(scale_a), signature(scale_b), signature(out), signature(bias))
         launch = _BLOCKSCALED_LAUNCHES.get(key)
-    except (AttributeError, TypeError):
+    except (AttributeError, TypeError, RuntimeError):  # RuntimeError: a sparse tensor's strides or pointer
         key = launch = None
     if launch is None:
         launch = _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched)

@@ -53,9 +53,9 @@ from triton.runtime.errors import OutOfResources, PTXASError
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import (SCALE_BLOCK, VECTOR_BYTES, blockscaled_problem, by_signature, check_int32_walk,
-                             check_no_overlap, check_not_negated, check_out_reads, check_streamk_workspace,
-                             cuda_limits, loads_as_vectors, output_dtype, padded, padded_copy, stream_workspace,
-                             vector)
+                             check_no_overlap, check_not_negated, check_num_sms, check_out_reads,
+                             check_streamk_workspace, check_strided, cuda_limits, loads_as_vectors, output_dtype,
+                             padded, padded_copy, stream_workspace, vector)
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, persistent_programs, resolve_num_sms
 
 from .kernels import (
@@ -147,6 +147,7 @@ def _launch(kernel, grid: int, schedule, args, meta, runners: dict):
 def _check_tensor(name, t, ndim=None):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    check_strided(name, t)
     if ndim is not None and t.dim() != ndim:
         raise ValueError(f"{name}: expected a {ndim}-D tensor, got shape {tuple(t.shape)}")
     check_not_negated(name, t)
@@ -161,13 +162,14 @@ def _check_device(device, named, first="a"):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
         if t is not None and t.device != device:
             raise ValueError(f"{name}: on {t.device}, but {first} is on {device}; all tensors must share a device")
-    if device.type != "cuda" and not _INTERPRETED:
+    if device.type != "cuda" and not (_INTERPRETED and device.type == "cpu"):
         raise ValueError(f"{first}: on {device}; the Triton kernels need CUDA tensors (CPU only under TRITON_INTERPRET=1)")
 
 
-def _vector(name, v, lengths, dtypes, device, first="a"):
-    """(flat tensor, stride) of a scale/bias vector; stride 0 for a single value."""
-    flat = vector(name, v, lengths, dtypes, device, first)
+def _vector(name, v, length, dtypes, device, first="a", **shape_rule):
+    """(flat tensor, stride) of a scale/bias vector (``tlgemm._checks.vector``'s shapes); stride
+    0 for a single value."""
+    flat = vector(name, v, length, dtypes, device, first, **shape_rule)
     _check_tensor(name, flat)
     return flat, (flat.stride(0) if flat.numel() > 1 else 0)
 
@@ -226,6 +228,8 @@ def _check_out(out, shape, out_dtype, ndim):
     if tuple(out.shape) != shape:
         raise ValueError(f"out: expected shape {shape}, got {tuple(out.shape)}")
     check_no_overlap("out", out)
+    if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
+        raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
     if out_dtype is not None and out.dtype != out_dtype:
         raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
 
@@ -284,6 +288,7 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
     _check_tensor("a", a, ndim)
     _check_tensor("b", b, ndim)
     _check_schedule(schedule)
+    check_num_sms(num_sms)
     if not isinstance(allow_tf32, bool):
         raise TypeError(f"allow_tf32: expected a bool, got {type(allow_tf32).__name__}")
     for name, t in (("a", a), ("b", b)):
@@ -310,10 +315,12 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
     sa_stride = sb_stride = bias_stride = 0
     if scaled:
         ones = _ones(device)
-        _, sa_stride = _vector("scale_a", ones if scale_a is None else scale_a, (1, M), (torch.float32,), device)
-        _, sb_stride = _vector("scale_b", ones if scale_b is None else scale_b, (1, N), (torch.float32,), device)
+        _, sa_stride = _vector("scale_a", ones if scale_a is None else scale_a, M, (torch.float32,), device,
+                               per_row=True, scalar=True)
+        _, sb_stride = _vector("scale_b", ones if scale_b is None else scale_b, N, (torch.float32,), device,
+                               scalar=True)
     if bias is not None:
-        _, bias_stride = _vector("bias", bias, (N,), _FLOAT_OUT, device)
+        _, bias_stride = _vector("bias", bias, N, _FLOAT_OUT, device)
     check_shared_memory(schedule, a.dtype, b.dtype, shared_memory_limit(device))
     K_copy = padded(K, a.element_size()) if (K * a.element_size()) % VECTOR_BYTES else K
     # The kernel's K: whole K blocks of the zero-padded copies, at most their width, so that
@@ -572,6 +579,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     na, nb, nsa, nsb = names
     ndim = 3 if batched else 2
     batch, M, N, K = blockscaled_problem(names, a, b, scale_a, scale_b, batched, _check_tensor)
+    check_num_sms(num_sms)
     if schedule is None:
         schedule = default_blockscaled_schedule(M)
     _check_schedule(schedule)
@@ -590,7 +598,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     _check_device(device, ((nb, b), (nsa, scale_a), (nsb, scale_b), ("out", out), ("bias", bias)), first=na)
     bias_stride = 0
     if bias is not None:
-        _, bias_stride = _vector("bias", bias, (N,), _FLOAT_OUT, device, first=na)
+        _, bias_stride = _vector("bias", bias, N, _FLOAT_OUT, device, first=na)
     check_shared_memory(schedule, a.dtype, b.dtype, shared_memory_limit(device))
     out_strides = out.stride() if out is not None else torch.empty(shape, device="meta").stride()
     units = (batch[0] if batch else 1) * num_tiles(M, N, schedule) if M and N else 0
