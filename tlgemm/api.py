@@ -989,11 +989,13 @@ def addmm(bias, a, b, *, alpha=1, beta=1, out=None, out_dtype=None, backend="aut
     a bias that shares memory with out is copied first; out must not share memory with a or b."""
     for name, value in (("alpha", alpha), ("beta", beta)):
         if not isinstance(value, numbers.Real):
-            raise TypeError(f"{name}: expected a real number, got {type(value).__name__}")
+            kind = type(value)
+            raise TypeError(f"{name}: expected a real number (int, float, bool), got "
+                            f"{kind.__qualname__ if kind.__module__ == 'builtins' else f'{kind.__module__}.{kind.__qualname__}'}")
+    alpha, beta = float(alpha), float(beta)  # torch's alpha= takes no Fraction, and a bool only for bool results
     if torch.compiler.is_compiling() or _needs_grad(bias, a, b):
         dtype = _op_dtype("addmm", out, out_dtype, backend, (("a", a), ("b", b)), (("bias", bias),))
-        result = torch.ops.tlgemm.addmm.default(bias, a, b, float(alpha), float(beta), dtype, backend,
-                                                _schedule_arg(schedule))
+        result = torch.ops.tlgemm.addmm.default(bias, a, b, alpha, beta, dtype, backend, _schedule_arg(schedule))
         return _op_result(result, out)
     return _addmm_eager(bias, a, b, alpha, beta, out, out_dtype, backend, schedule)
 
@@ -1109,6 +1111,7 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
                     f"scale_a {'per-tensor' if scale_a.numel() == 1 else 'per-row'}, "
                     f"scale_b {'per-tensor' if scale_b.numel() == 1 else 'per-column'}")
         if bias is not None:
+            _check_scaled_mm_bias(bias, M, N, a.device)
             epilogue += ", bias [N]"
     elif bias is not None:
         op = "addmm"

@@ -236,6 +236,21 @@ def test_addmm_adds_a_full_bias_in_float32(fake_gpu, bias_shape, given_out):
     assert torch.equal(result, torch.full((4, 8), -40000.0, dtype=torch.float16))
 
 
+def test_addmm_takes_bool_and_fraction_coefficients(fake_gpu):
+    """torch.addmm takes beta=True; tlgemm passed the bool (or a Fraction) on to torch's
+    add(alpha=...), which refuses a bool for a float result, wherever the bias is added after
+    the kernel ([M, N], [M, 1], K = 0)."""
+    from fractions import Fraction
+
+    a, b = torch.randn(4, 16), torch.randn(16, 8)
+    for bias in (torch.randn(4, 8), torch.randn(4, 1), torch.randn(8)):
+        for alpha, beta in ((True, True), (Fraction(1, 2), Fraction(3, 2)), (1, False)):
+            expected = torch.addmm(bias.double(), a.double(), b.double(), alpha=float(alpha), beta=float(beta))
+            assert_gemm_close(tlgemm.addmm(bias, a, b, alpha=alpha, beta=beta), expected, torch.float32)
+    empty_k = tlgemm.addmm(torch.ones(4, 8), torch.empty(4, 0), torch.empty(0, 8), beta=True)
+    assert torch.equal(empty_k, torch.ones(4, 8))
+
+
 def test_explain_gives_the_float32_kernel_a_float16_full_bias_runs(fake_gpu):
     """At 512x4096x7168 select() gives a float32 output one stage fewer than a float16 one
     (the epilogue's staging); explain names the kernel addmm runs with an [M, N] bias."""

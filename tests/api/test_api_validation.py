@@ -478,8 +478,28 @@ def test_empty_problem_off_gpu_checks_no_backend_rule_for_auto():
                          [("alpha", "2", "str"), ("beta", 1j, "complex"), ("alpha", None, "NoneType")])
 def test_addmm_alpha_beta_are_real_numbers(name, value, kind):
     a, b = _ab()
-    with pytest.raises(TypeError, match=rf"{name}: expected a real number, got {kind}"):
+    with pytest.raises(TypeError, match=rf"^{name}: expected a real number \(int, float, bool\), got {kind}$"):
         tlgemm.addmm(torch.ones(12), a, b, **{name: value})
+
+
+def test_addmm_type_names_are_qualified():
+    """numpy's bool_ is no numbers.Real; its type name "bool" read as if a Python bool, which is
+    accepted, had been refused."""
+    np = pytest.importorskip("numpy")
+    a, b = _ab()
+    with pytest.raises(TypeError, match=r"^alpha: expected a real number \(int, float, bool\), got numpy\.bool"):
+        tlgemm.addmm(torch.ones(12), a, b, alpha=np.bool_(True))
+
+
+def test_explain_checks_scaled_mm_bias():
+    """explain described a scaled_mm with a bias the call refuses ([1, N], [M, N], a str)."""
+    a, b = torch.empty(8, 256, dtype=torch.float8_e4m3fn), torch.empty(256, 64, dtype=torch.float8_e4m3fn)
+    one = torch.ones(1)
+    for bias, error, message in ((torch.ones(1, 64), ValueError, r"^bias: scaled_mm takes a 1-D \[N\] = \[64\] bias"),
+                                 (torch.ones(8, 64), ValueError, r"^bias: scaled_mm takes a 1-D"),
+                                 ("bias", TypeError, r"^bias: expected a torch\.Tensor, got str")):
+        with pytest.raises(error, match=message):
+            tlgemm.explain(a, b, scale_a=one, scale_b=one, bias=bias)
 
 
 # ---- the Triton copy rule -----------------------------------------------------------------
