@@ -162,10 +162,11 @@ def _target(args):
     return dataclasses.replace(target, num_sms=args.sm_count, name=f"{target.name} with {args.sm_count} SMs")
 
 
-def _explain(args, a, b, out_dtype):
+def _explain(args, a, b, out_dtype, backend=None):
+    """explain for the command's problem, target and backend (``backend``, else --backend)."""
     import tlgemm
 
-    return tlgemm.explain(a, b, out_dtype=out_dtype, backend=args.backend, gpu=_target(args))
+    return tlgemm.explain(a, b, out_dtype=out_dtype, backend=backend or args.backend, gpu=_target(args))
 
 
 def _gpu(what: str):
@@ -243,9 +244,8 @@ def cmd_inspect(args) -> int:
     if not target.hopper:
         raise ValueError(f"--gpu: inspect shows TileLang kernels, which issue wgmma (sm_90 only); the target is "
                          f"{target.arch}")
-    args.backend = "tilelang"
     a, b = _meta_operands(args, dtype)
-    explanation = _explain(args, a, b, out_dtype)
+    explanation = _explain(args, a, b, out_dtype, backend="tilelang")
     a_major, b_major = _tilelang_layout("a", a, args.K)[1], _tilelang_layout("b", b, args.K)[1]
     code = backend.kernel_source(args.M, args.N, args.K, dtype, dtype, out_dtype, explanation.schedule,
                                  a_major=a_major, b_major=b_major, emit="tir" if args.emit == "tir" else "cuda",

@@ -96,14 +96,26 @@ def check_int32_walk(schedule, M: int, N: int, K: int) -> None:
             "int32, more than 2**31 - 1; use larger tiles or block_k, or no Stream-K")
 
 
+def check_out_dtype(out, out_dtype) -> None:
+    """``out_dtype`` given beside ``out``: a torch.dtype (TypeError) and out's own (ValueError)."""
+    if out_dtype is None:
+        return
+    if not isinstance(out_dtype, torch.dtype):
+        raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
+    if out.dtype != out_dtype:
+        raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
+
+
 def check_num_sms(num_sms, *, optional: bool = True) -> None:
     """``num_sms``: None (the device's count) where ``optional``, else an int in 1..2**31 - 1
-    (the kernels take it as an int32)."""
+    (the kernels take it as an int32): TypeError for another type, ValueError out of range."""
     if num_sms is None and optional:
         return
-    if isinstance(num_sms, bool) or not isinstance(num_sms, int) or not 1 <= num_sms <= INT32_MAX:
-        raise ValueError(f"num_sms: expected {'None or ' if optional else ''}an int in 1..2**31 - 1 (the kernels "
-                         f"take it as an int32), got {num_sms!r}")
+    expected = f"num_sms: expected {'None or ' if optional else ''}an int in 1..2**31 - 1 (the kernels take it as an int32)"
+    if isinstance(num_sms, bool) or not isinstance(num_sms, int):
+        raise TypeError(f"{expected}, got {num_sms!r}")
+    if not 1 <= num_sms <= INT32_MAX:
+        raise ValueError(f"{expected}, got {num_sms!r}")
 
 
 def check_no_overlap(name, t):
@@ -133,6 +145,10 @@ def may_share_memory(x, y) -> bool:
     overlapping arrays, DLPack imports). Storage-less tensors (data pointer 0, e.g. on the
     meta device) share nothing."""
     if x.device != y.device or not (x.numel() and y.numel()) or x.data_ptr() == 0 or y.data_ptr() == 0:
+        return False
+    xs, ys = x.untyped_storage(), y.untyped_storage()
+    xp, yp = xs.data_ptr(), ys.data_ptr()
+    if xp != yp and (xp + xs.nbytes() <= yp or yp + ys.nbytes() <= xp):  # disjoint allocations: the usual case
         return False
     (x0, x1), (y0, y1) = _byte_span(x), _byte_span(y)
     return x0 < y1 and y0 < x1

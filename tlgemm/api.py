@@ -81,8 +81,9 @@ import torch
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import (SCALE_BLOCK, check_no_overlap, check_not_negated, check_out_reads, check_strided,
-                             loads_as_vectors, matmul_uses_tf32, may_share_memory, remember, signature)
+from tlgemm._checks import (SCALE_BLOCK, check_no_overlap, check_not_negated, check_out_dtype, check_out_reads,
+                             check_strided, loads_as_vectors, matmul_uses_tf32, may_share_memory, remember,
+                             signature)
 from tlgemm.schedules import AutotuneCache, Schedule, Selection, cdiv, m_bucket, num_programs, select
 
 __all__ = ["matmul", "addmm", "bmm", "scaled_mm", "explain", "autotune", "Explanation", "AutotuneResult",
@@ -242,8 +243,7 @@ def _check_out(op: str, out, out_dtype, shape: tuple[int, ...], reads: dict):
                          "pass an out that does not require grad (or none)")
     if out.shape != shape:
         raise ValueError(f"out: expected shape {list(shape)}, got {list(out.shape)}")
-    if out_dtype is not None and out.dtype != out_dtype:
-        raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
+    check_out_dtype(out, out_dtype)
     a, b = reads["a"], reads["b"]
     _result_dtype(op, a.dtype, b.dtype, out.dtype, source="out")
     if out.device != a.device:
@@ -930,8 +930,7 @@ def _op_dtype(op, out, out_dtype, backend, reads, more=()):
                          "out that does not require grad (or none)")
     for name, t in reads:  # a sparse input has no storage for check_out_reads to compare
         check_strided(name, t)
-    if out_dtype is not None and out.dtype != out_dtype:
-        raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
+    check_out_dtype(out, out_dtype)
     a, b = reads[0][1], reads[1][1]
     _result_dtype(op, a.dtype, b.dtype, out.dtype, source="out")
     if not torch.compiler.is_compiling():  # storage pointers and the negative bit are not traceable
@@ -1295,12 +1294,12 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
         for name, numel in (("a", M * K), ("b", K * N), ("out", M * N)):
             _check_elements(f"shapes: {shape}: {name}", numel)
     entries: dict = {}
-    for shape in shape_list:
+    for index, shape in enumerate(shape_list):
         M, N, K = shape
-        first = entries.setdefault((m_bucket(M), N, K), shape)
-        if first is not shape:
+        first = entries.setdefault((m_bucket(M), N, K), index)
+        if first != index:
             m_min, m_max = m_bucket(M)
-            raise ValueError(f"shapes: {first} and {shape} share one cache entry (M bucket {m_min}..{m_max} at "
+            raise ValueError(f"shapes: {shape_list[first]} and {shape} share one cache entry (M bucket {m_min}..{m_max} at "
                              f"N={N}, K={K}; tlgemm.schedules.m_bucket), so the second would overwrite the first's "
                              "winner; tune one M per bucket")
     if device is None:

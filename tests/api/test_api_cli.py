@@ -113,8 +113,12 @@ def test_inspect_refuses_a_non_hopper_target(capsys):
      "tlgemm: error: --out-dtype: for float8_e4m3fn inputs (matmul) one of float32, float16, bfloat16, got int32"),
     (["explain", "64", "64", "64", "--backend", "tilelang", "--gpu", "gfx942"],
      "tlgemm: error: --backend: 'tilelang' cannot run this: gfx942 is not sm_90"),
+    (["inspect", "64", "64", "64", "--dtype", "fp32", "--gpu", "sm90", "--emit", "tir"],
+     "tlgemm: error: backend: 'tilelang' cannot run this: float32 inputs with TF32 off"),
 ])
 def test_errors_name_the_option(argv, message, capsys):
+    """An API argument in a message is named as the option that sets it, where the command has
+    that option: inspect has no --backend (it always shows the TileLang kernel)."""
     assert cli.main(argv) == 2
     assert capsys.readouterr().err.startswith(message)
 

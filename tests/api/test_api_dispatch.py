@@ -397,6 +397,7 @@ def test_autotune_stores_the_fastest_checked_candidate(fake_gpu, monkeypatch, ca
      r"^shapes: \(3500, 64, 64\) and \(4000, 64, 64\) share one cache entry \(M bucket 3073..4096 at N=64, K=64; "
      r"tlgemm.schedules.m_bucket\), so the second would overwrite the first's winner; tune one M per bucket$"),
     (dict(shapes=[(200, 64, 64), [200, 64, 64]]), ValueError, r"^shapes: \(200, 64, 64\) and \(200, 64, 64\) share"),
+    (dict(shapes=[(200, 64, 64)] * 2), ValueError, r"^shapes: \(200, 64, 64\) and \(200, 64, 64\) share"),
 ])
 def test_autotune_checks_its_arguments_before_timing(fake_gpu, monkeypatch, kwargs, error, message):
     """Each was a silent no-op (candidates 0: nothing tried, schedule None), a crash deep in

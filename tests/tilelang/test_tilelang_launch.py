@@ -105,26 +105,30 @@ def test_bmm_names_its_operands_whole():
         bmm(a, torch.randn(3, 8, 8).half(), Schedule().persistent())
 
 
-@pytest.mark.parametrize("num_sms", [0, -4, 2.5, "132", True, 2**31])
-def test_num_sms_is_checked_by_every_launcher(num_sms):
+@pytest.mark.parametrize("num_sms, error", [(0, ValueError), (-4, ValueError), (2**31, ValueError),
+                                            (2.5, TypeError), ("132", TypeError), (True, TypeError)])
+def test_num_sms_is_checked_by_every_launcher(num_sms, error):
     """matmul, bmm and kernel_source took any num_sms into the kernel's spec: 0 and "132" were
-    reported as a schedule's lowering error, -4 compiled, 2**40 was accepted."""
+    reported as a schedule's lowering error, -4 compiled, 2**31 and beyond were accepted."""
     a, b = torch.zeros(8, 16).half(), torch.zeros(16, 8).half()
     message = rf"^num_sms: expected (None or )?an int in 1\.\.2\*\*31 - 1 \(the kernels take it as an int32\), got "
     for call in (lambda: matmul(a, b, Schedule().persistent(), num_sms=num_sms),
                  lambda: bmm(a[None], b[None], Schedule().persistent(), num_sms=num_sms),
                  lambda: launch.kernel_source(8, 8, 16, torch.half, torch.half, None, Schedule().persistent(),
                                               num_sms=num_sms)):
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises(error, match=message):
             call()
 
 
-def test_block_scaled_launch_cache_keeps_the_type_of_num_sms():
+def test_launch_keys_keep_the_type_of_num_sms():
     """2.0 and True hash as 2 and 1: without num_sms's type in the launch keys, a call with them
     after one with 2 or 1 skipped the check."""
     a = torch.zeros(8, 16).half()
-    assert launch._launch_key(a, a, None, None, None, None, None, None, 2) != launch._launch_key(
-        a, a, None, None, None, None, None, None, 2.0)
+    for value, other in ((2, 2.0), (1, True)):
+        assert launch._launch_key(a, a, None, None, None, None, None, None, value) != launch._launch_key(
+            a, a, None, None, None, None, None, None, other)
+        assert launch._blockscaled_key(False, None, None, value, a, a, a, a, None, None) != launch._blockscaled_key(
+            False, None, None, other, a, a, a, a, None, None)
 
 
 def test_token_scales_with_a_zero_stride_are_not_read_by_tma():

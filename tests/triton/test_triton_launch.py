@@ -68,7 +68,7 @@ CASES = {
     "num_sms_negative": (_ab, {"schedule": Schedule(block_m=16, block_n=16, block_k=32), "num_sms": -5}, ValueError,
                          r"^num_sms: expected None or an int in 1\.\.2\*\*31 - 1 \(the kernels take it as an int32\), "
                          r"got -5$"),
-    "num_sms_str": (_ab, {"num_sms": "132"}, ValueError, r"^num_sms: expected None or an int .* got '132'$"),
+    "num_sms_str": (_ab, {"num_sms": "132"}, TypeError, r"^num_sms: expected None or an int .* got '132'$"),
     "a_sparse": (lambda: (torch.eye(8, 16).to_sparse(), _ab()[1]), {}, TypeError,
                  r"^a: expected a dense \(strided\) tensor, got layout torch\.sparse_coo; pass t\.to_dense\(\)$"),
     "b_sparse_csr": (lambda: (_ab()[0], torch.eye(16, 12).to_sparse_csr()), {}, TypeError,

@@ -57,8 +57,8 @@ from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import SCALE_BLOCK as _SCALE_BLOCK
 from tlgemm._checks import (blockscaled_problem, check_int32_walk, check_no_overlap, check_not_negated,
-                             check_num_sms, check_out_reads, check_streamk_workspace, check_strided, cuda_limits,
-                             output_dtype, padded, remember, signature, stream_workspace, vector)
+                             check_num_sms, check_out_dtype, check_out_reads, check_streamk_workspace, check_strided,
+                             cuda_limits, output_dtype, padded, remember, signature, stream_workspace, vector)
 from tlgemm._checks import padded_copy as _k_major_copy
 from tlgemm import schedules
 from tlgemm.macros.operands import Major
@@ -286,8 +286,7 @@ def _prepare(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms, dt
         if tuple(out.shape) != (M, N):
             raise ValueError(f"out: expected shape {(M, N)}, got {tuple(out.shape)}")
         check_no_overlap("out", out)
-        if out_dtype is not None and out.dtype != out_dtype:
-            raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
+        check_out_dtype(out, out_dtype)
     epilogue = scale_a is not None or scale_b is not None or bias is not None
     out_dtype = (output_dtype(a.dtype, out_dtype, epilogue, dtype_name) if out is None
                  else output_dtype(a.dtype, out.dtype, epilogue, "out"))
@@ -553,8 +552,7 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
         raise ValueError(f"a, b: inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
     if out is not None:
         _check_tensor("out", out, 3)
-        if out_dtype is not None and out.dtype != out_dtype:
-            raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
+        check_out_dtype(out, out_dtype)
     (M, N, K), _, out_dtype, modes, vectors, sms, smem_limit = _prepare(
         a[0] if batch else a.new_empty(a.shape[1:]), b[0] if batch else b.new_empty(b.shape[1:]), schedule, None,
         out.dtype if out is not None else out_dtype, scale_a, scale_b, bias, num_sms,
@@ -979,8 +977,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
         if tuple(out.shape) != shape:
             raise ValueError(f"out: expected shape {shape}, got {tuple(out.shape)}")
         check_no_overlap("out", out)
-        if out_dtype is not None and out.dtype != out_dtype:
-            raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
+        check_out_dtype(out, out_dtype)
         out_dtype = out.dtype
     source = "out_dtype" if out is None else "out"
     out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
@@ -1011,7 +1008,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     if K and schedule.split_k > -(-K // schedule.block_k):  # K = 0: the bias alone, no kernel (below)
         raise ValueError(f"schedule: split_k = {schedule.split_k} parts need at least as many K-iterations of "
                          f"block_k = {schedule.block_k}; K = {K} has {-(-K // schedule.block_k)}")
-    scale_a_copy = M > _SMALL_M and not _tma_token_scales(scale_a)
+    scale_a_copy = M > _SMALL_M and (scale_a.stride(-2) != 1 or 0 in scale_a.stride())
     spec = blockscaled_spec(a.dtype, b.dtype, out_dtype, schedule, sms,
                             None if bias_vec is None else bias_vec.dtype, batched=batched,
                             tma_token_scales=scale_a_copy or _tma_token_scales(scale_a),
@@ -1039,8 +1036,8 @@ class _BlockScaledLaunch:
     whether C is ``out`` itself (else a temporary ``c_shape`` whose rows are padded to whole
     128-byte lines, ``tlgemm._checks.PITCH``; a TMA store needs 16 bytes). Calling it copies
     what must be copied (a, b when not dense; scale_a outer-dim-major when M > ``_SMALL_M`` and
-    a TMA copy cannot read it as it is, ``scale_a_copy``: read in place, a tile's scales of one
-    K block lie a row apart, which cost up to 14% at M = 4096 on the H100,
+    it is not, or has a stride of 0, ``scale_a_copy``: read in place, a tile's scales of one K
+    block lie a row apart, which cost up to 14% at M = 4096 on the H100,
     benchmarks/results/blockscaled_small_m.md; the
     kernel reads every other scale tensor at its own strides, scale_a by TMA where
     ``_tma_token_scales`` allows) and launches with the Stream-K workspace of the current stream
@@ -1073,12 +1070,17 @@ class _BlockScaledLaunch:
 _BLOCKSCALED_LAUNCHES: dict[tuple, _BlockScaledLaunch] = {}
 
 
+def _blockscaled_key(batched, schedule, out_dtype, num_sms, a, b, scale_a, scale_b, out, bias):
+    """The ``_BLOCKSCALED_LAUNCHES`` key of a call (as ``_launch_key``: num_sms's type in it)."""
+    return (batched, schedule, out_dtype, type(num_sms), num_sms, signature(a), signature(b), signature(scale_a),
+            signature(scale_b), signature(out), signature(bias))
+
+
 def _blockscaled_call(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, num_sms, batched):
     """``_blockscaled`` once per argument signature, its ``_BlockScaledLaunch`` after that."""
     check_out_reads(out, (*zip(names, (a, b, scale_a, scale_b)), ("bias", bias)))
     try:
-        key = (batched, schedule, out_dtype, type(num_sms), num_sms, signature(a), signature(b),
-               signature(scale_a), signature(scale_b), signature(out), signature(bias))
+        key = _blockscaled_key(batched, schedule, out_dtype, num_sms, a, b, scale_a, scale_b, out, bias)
         launch = _BLOCKSCALED_LAUNCHES.get(key)
     except (AttributeError, TypeError, RuntimeError):  # RuntimeError: a sparse tensor's strides or pointer
         key = launch = None
@@ -1096,7 +1098,8 @@ def blockscaled_matmul(a, b, scale_a, scale_b, schedule=None, *, out=None, out_d
     """DeepSeek-V3's block-scaled FP8 GEMM, same contract as tlgemm.triton.blockscaled_matmul:
     a [M, K] and b [N, K] fp8, scale_a [M, K/128] and scale_b [ceil(N/128), K/128] float32 (any
     strides, read in place, but for M > 128 a scale_a not stored outer-dim-major, the layout
-    of torch._scaled_mm and DeepGEMM, is copied to it; a and b are copied when not dense),
+    of torch._scaled_mm and DeepGEMM, or broadcast (a stride of 0), is copied to it; a and b
+    are copied when not dense),
     K a multiple of 128, any M and N (scale_b has ceil(N/128) rows,
     DeepGEMM's layout for N = 2112); out_dtype bf16 (default), fp16 or fp32; optional bias [N]."""
     return _blockscaled_call(("a", "b", "scale_a", "scale_b"), a, b, scale_a, scale_b, schedule, out, out_dtype,

@@ -8,8 +8,9 @@ naming the argument):
   (e4m3fn, e5m2), int8.
 * Output dtype: fp32/fp16/bf16 (default: the input's; bf16 for fp8); int8 inputs may also
   give int32 (their default), which takes no scale or bias.
-* scale_a: one value or M values (per row of A); scale_b: one value or N values (per column
-  of B); both float32. bias: N float values, added to every row (torch.addmm).
+* scale_a: one element, [M] or [M, 1] (per row of A); scale_b: one element, [N] or [1, N]
+  (per column of B); both float32. bias: [N] or [1, N] floats, added to every row
+  (torch.addmm). Other shapes of as many elements are refused: an [M, 1] bias is per row.
 * Block-scaled FP8 (``blockscaled_matmul``/``blockscaled_bmm``): a [M, K] and b [N, K] fp8,
   scale_a [M, K/128] and scale_b [ceil(N/128), K/128] float32 (a batch dimension in front for
   the batched form); K a multiple of 128, any M and N; block_k = 128.
@@ -53,7 +54,7 @@ from triton.runtime.errors import OutOfResources, PTXASError
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import (SCALE_BLOCK, VECTOR_BYTES, blockscaled_problem, by_signature, check_int32_walk,
-                             check_no_overlap, check_not_negated, check_num_sms, check_out_reads,
+                             check_no_overlap, check_not_negated, check_num_sms, check_out_dtype, check_out_reads,
                              check_streamk_workspace, check_strided, cuda_limits, loads_as_vectors, output_dtype,
                              padded, padded_copy, stream_workspace, vector)
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, persistent_programs, resolve_num_sms
@@ -228,10 +229,7 @@ def _check_out(out, shape, out_dtype, ndim):
     if tuple(out.shape) != shape:
         raise ValueError(f"out: expected shape {shape}, got {tuple(out.shape)}")
     check_no_overlap("out", out)
-    if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
-        raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
-    if out_dtype is not None and out.dtype != out_dtype:
-        raise ValueError(f"out: dtype {out.dtype} differs from out_dtype={out_dtype}")
+    check_out_dtype(out, out_dtype)
 
 
 def _num_sms(schedule, num_sms, device):
