@@ -48,8 +48,9 @@ def main():
             def fn(i, s=s):
                 return blockscaled_matmul(i.a, i.w, i.scale_a_mn, i.scale_b, s, out=i.out)
 
-            errors[kind] = check(fn, inp, ref, FP8, f"{kind} {M}x{N}x{K}")
+            errors[kind] = check(fn, inp, ref, FP8, f"{kind} {M}x{N}x{K}", blockscaled=True)
             calls[kind] = (lambda fn=fn: fn(inp))
+        errors["cuBLAS block-wise"] = check(lambda i: cublas_blockwise(i, out=i.out), inp, ref, FP8, f"cuBLAS block-wise {M}x{N}x{K}", blockscaled=True)
         calls["cuBLAS block-wise"] = lambda: cublas_blockwise(inp)
         times = {kind: [] for kind in calls}
         for _ in range(args.rounds):

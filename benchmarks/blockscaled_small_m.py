@@ -64,14 +64,17 @@ def main():
             def fn(i, s=s):
                 return blockscaled_matmul(i.a, i.w, i.scale_a_mn, i.scale_b, s, out=i.out)
 
-            err = check(fn, inp, ref, FP8, f"{s} {M}x{N}x{K}")
+            err = check(fn, inp, ref, FP8, f"{s} {M}x{N}x{K}", blockscaled=True)
             ms = triton.testing.do_bench(lambda: fn(inp), warmup=10, rep=40)
             results.append({"kind": kind, "schedule": str(s), "tflops": flops / ms / 1e9, "rel_err": err})
-        s = defaults[(M, N, K)]
-        ms = triton.testing.do_bench(lambda: blockscaled_matmul(inp.a, inp.w, inp.scale_a, inp.scale_b, s, out=inp.out),
-                                     warmup=10, rep=40)
+        def row_major(i, s=defaults[(M, N, K)]):
+            return blockscaled_matmul(i.a, i.w, i.scale_a, i.scale_b, s, out=i.out)
+
+        check(row_major, inp, ref, FP8, f"default, row-major scales {M}x{N}x{K}", blockscaled=True)
+        ms = triton.testing.do_bench(lambda: row_major(inp), warmup=10, rep=40)
         copied = flops / ms / 1e9
         try:
+            check(lambda i: cublas_blockwise(i, out=i.out), inp, ref, FP8, f"cuBLAS block-wise {M}x{N}x{K}", blockscaled=True)
             ms = triton.testing.do_bench(lambda: cublas_blockwise(inp), warmup=10, rep=40)
             cublas = flops / ms / 1e9
         except RuntimeError:  # cuBLAS has no block-wise kernel for some small M

@@ -54,9 +54,10 @@ def main():
                     return launch.blockscaled_matmul(i.a, i.w, i.scale_a_mn, i.scale_b, s, out=i.out)
 
                 if first:
-                    check(fn, inp, ref, FP8, f"{name} {M}x{N}x{K}")
+                    check(fn, inp, ref, FP8, f"{name} {M}x{N}x{K}", blockscaled=True)
                 ms = triton.testing.do_bench(lambda: fn(inp), warmup=10, rep=40)
                 results.setdefault(name, []).append(flops / ms / 1e9)
+        check(lambda i: cublas_blockwise(i, out=i.out), inp, ref, FP8, f"cuBLAS block-wise {M}x{N}x{K}", blockscaled=True)
         ms = triton.testing.do_bench(lambda: cublas_blockwise(inp), warmup=10, rep=40)
         whole = candidates(M, N)[0][1]
         print(f"{M}x{N}x{K} [{whole.block_m}x{whole.block_n}{' swap-AB' if whole.is_swap_ab else ''}]: "

@@ -40,7 +40,7 @@ from triton.testing import do_bench
 
 import tlgemm
 from emitter_vs_tgemm import tgemm
-from tlgemm.bench import kernel_time_us
+from tlgemm.bench import kernel_time_us, median_rate
 from tlgemm.testing import assert_gemm_close, poison_allocator, reference_gemm
 
 SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (4096, 7168, 16384))
@@ -112,11 +112,11 @@ def table_of(rows):
             if label in row["errors"]:
                 entry[label], entry[f"{label}_error"] = None, row["errors"][label]
             elif row["samples"][label]:
-                entry[label] = statistics.median(row["samples"][label])
+                entry[label] = median_rate(row["samples"][label])
                 entry[f"{label}_rounds"] = row["samples"][label]
                 entry[f"{label}_rel_err"] = row["rel_errors"][label]
         for label, samples in row["kernel_samples"].items():
-            entry[f"{label}_kernel_time"] = statistics.median(samples)
+            entry[f"{label}_kernel_time"] = median_rate(samples)
             entry[f"{label}_kernel_time_rounds"] = samples
         table.append(entry)
     return table

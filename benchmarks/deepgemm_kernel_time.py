@@ -113,27 +113,28 @@ def main():
         inp, ref = blockscaled_inputs(M, N, K)
         one = torch.ones((), dtype=torch.float32, device="cuda")
         per_tensor_ref = reference_gemm(inp.a, inp.w.t(), scale_a=one, scale_b=one)
+        # (name, info, reference, whether it is the dequantised inputs' product, call)
         impls = [
-            ("tlgemm TileLang", str(defaults[(M, N, K)]), ref,
+            ("tlgemm TileLang", str(defaults[(M, N, K)]), ref, True,
              lambda i: blockscaled_matmul(i.a, i.w, i.scale_a_mn, i.scale_b, out=i.out)),
-            ("tlgemm Triton", "default", ref,
+            ("tlgemm Triton", "default", ref, True,
              lambda i: tlgemm.triton.blockscaled_matmul(i.a, i.w, i.scale_a_mn, i.scale_b, out=i.out)),
-            ("cuBLAS block-wise", "torch._scaled_mm", ref, lambda i: cublas_blockwise(i, out=i.out)),
-            ("cuBLAS per-tensor", "torch._scaled_mm", per_tensor_ref,
+            ("cuBLAS block-wise", "torch._scaled_mm", ref, True, lambda i: cublas_blockwise(i, out=i.out)),
+            ("cuBLAS per-tensor", "torch._scaled_mm", per_tensor_ref, False,
              lambda i: torch._scaled_mm(i.a, i.w.t(), scale_a=one, scale_b=one, out_dtype=BF16, out=i.out)),
         ]
         if deep_gemm is not None:
-            impls.append(("DeepGEMM", getattr(deep_gemm, "__version__", "deep_gemm"), ref,
+            impls.append(("DeepGEMM", getattr(deep_gemm, "__version__", "deep_gemm"), ref, True,
                           lambda i: deepgemm_call(deep_gemm, i)))
-        impls += [("TileLang tile", str(s), ref,
+        impls += [("TileLang tile", str(s), ref, True,
                    lambda i, s=s: blockscaled_matmul(i.a, i.w, i.scale_a_mn, i.scale_b, s, out=i.out))
                   for s in extra[(M, N, K)]]
         flops = 2 * M * N * K
         results = []
-        for name, info, expected, call in impls:
+        for name, info, expected, blockscaled, call in impls:
             entry = {"impl": name, "info": info}
             try:
-                entry["rel_err"] = check(call, inp, expected, FP8, f"{name} {info} {M}x{N}x{K}")
+                entry["rel_err"] = check(call, inp, expected, FP8, f"{name} {info} {M}x{N}x{K}", blockscaled)
                 entry.update(timings(call, inp, (M, N, K), args.calls))
             except (RuntimeError, ValueError, AssertionError) as err:
                 # cuBLAS has no block-wise kernel for some shapes; a rejected schedule or a wrong result
@@ -149,16 +150,17 @@ def main():
                      "results": results})
         timed = [r for r in results if "kernel_tflops" in r]
         best_tile = max((r for r in timed if r["impl"] in ("tlgemm TileLang", "TileLang tile")),
-                        key=lambda r: r["kernel_tflops"])
+                        key=lambda r: r["kernel_tflops"], default=None)
+        best = "-" if best_tile is None else f"{best_tile['kernel_tflops']:6.1f} ({best_tile['info']})"
         print(f"{M:>4} x {N:>5} x {K:>5}  DeepGEMM {DEEPGEMM_H800_TFLOPS[(M, N, K)]:5d} | "
               + " | ".join(f"{r['impl']} {r['kernel_tflops']:6.1f} ({r['do_bench_tflops']:6.1f}, "
                            f"fresh {r['kernel_fresh_tflops']:6.1f})"
                            for r in timed if r["impl"] != "TileLang tile")
-              + f" | best tile {best_tile['kernel_tflops']:6.1f} ({best_tile['info']})", flush=True)
-    record = {"environment": environment(Device.current(), "python benchmarks/deepgemm_kernel_time.py"),
-              "calls": args.calls, "rows": rows}
-    with open(args.out, "w") as f:
-        json.dump(record, f, indent=1)
+              + f" | best tile {best}", flush=True)
+        record = {"environment": environment(Device.current(), "python benchmarks/deepgemm_kernel_time.py"),
+                  "calls": args.calls, "rows": rows}
+        with open(args.out, "w") as f:  # after every row: a failure later keeps what was measured
+            json.dump(record, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from triton.testing import do_bench
 from tlgemm.schedules import Schedule
 from tlgemm.tilelang import persistent_matmul
 from tlgemm.tilelang.emitter_gemm import compile_kernel, emitter_gemm
-from tlgemm.testing import assert_gemm_close, reference_gemm
+from tlgemm.testing import assert_gemm_close, poison_allocator, reference_gemm
 
 CONFIGS = {  # dtype -> (block_m, block_n, block_k, warpgroups_m, stages)
     "bf16": (128, 256, 64, 2, 3),
@@ -74,6 +74,7 @@ def main():
                 cublas = lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
             flops = 2 * M * N * K
             what = f"cuBLAS {dtype} {size}^3"
+            poison_allocator((M, N), torch.bfloat16, a.device)  # cuBLAS allocates its output: poisoned memory
             row = {"dtype": dtype, "M": M, "N": N, "K": K, "tile": f"{bm}x{bn}x{bk}", "stages": stages,
                    "cublas_rel_err": assert_gemm_close(cublas(), ref, TORCH[dtype], what=what),
                    "cublas_tflops": flops / do_bench(cublas) / 1e9}

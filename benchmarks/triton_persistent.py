@@ -29,7 +29,7 @@ from triton.testing import do_bench
 import tlgemm.triton as tlgemm_triton
 from tlgemm.bench import tutorial_matmul
 from tlgemm.schedules import Schedule
-from tlgemm.testing import assert_gemm_close, reference_gemm
+from tlgemm.testing import assert_gemm_close, poison_allocator, reference_gemm
 from tlgemm.triton.kernels import persistent_gemm_kernel
 from tlgemm.triton.launch import _args_2d, _prepare
 
@@ -75,6 +75,8 @@ def bench_shape(size, layout, num_sms, schedule, warmup, rep):
     for name, fn, c in (("tlgemm", ours, c_ours), ("tutorial", tutorial, c_tutorial), ("cublas", cublas, None)):
         if c is not None:
             c.fill_(float("nan"))
+        else:  # cuBLAS allocates its output: poisoned memory
+            poison_allocator((size, size), torch.bfloat16, a.device)
         result = fn()
         try:
             rel_err[name] = assert_gemm_close(c if c is not None else result, ref, torch.bfloat16,

@@ -522,6 +522,25 @@ def test_from_json_merges_runs_and_rejects_other_files(tmp_path, capsys):
     assert "not a tlgemm-bench/1 record" in capsys.readouterr().err
 
 
+def test_median_rate_is_the_rate_at_the_median_time():
+    """Rounds of 1 and 2 ms are a median time of 1.5 ms: 2/3 of the 1-ms rate, not the 0.75 that
+    the median of the two rates gives."""
+    assert bench.median_rate([1.0, 0.5]) == pytest.approx(2 / 3)
+    assert bench.median_rate([3.0, 1.0, 2.0]) == 2.0
+
+
+def test_from_json_renders_rows_without_a_floor(tmp_path, capsys):
+    """floor_ms = None is a valid record (its cells show "-"), but the worst-shapes lines
+    formatted its floor fraction as a percentage and the render failed."""
+    run = _synthetic_run()
+    for row in run["rows"]:
+        row["floor_ms"] = None
+    path, md = tmp_path / "a.json", tmp_path / "out.md"
+    bench.write_json(path, run)
+    assert bench.main(["--from-json", str(path), "--markdown", str(md), "--no-plots"]) == 0
+    assert "- of floor)" in capsys.readouterr().out and "## Three worst shapes" in md.read_text()
+
+
 @pytest.mark.parametrize("options, named", [
     (["--list"], "--list"),
     (["--shapes", "64x64x64", "--dtypes", "bf16"], "--dtypes, --shapes"),

@@ -269,14 +269,16 @@ def cmd_run(args) -> int:
 
     import tlgemm
     from tlgemm._checks import matmul_uses_tf32
-    from tlgemm.api import _operands
-    from tlgemm.testing import assert_gemm_close, reference_gemm
+    from tlgemm.api import _operands, _result_dtype
+    from tlgemm.testing import assert_gemm_close, poisoned, reference_gemm
 
     device = _gpu("tlgemm run")
     dtype, out_dtype = _input_dtype(args.dtype), _output_dtype(args.out_dtype)
     tf32 = dtype == torch.float32 and matmul_uses_tf32()
     a, b = _operands(args.M, args.N, args.K, dtype, args.layout, device)
-    out = tlgemm.matmul(a, b, out_dtype=out_dtype, backend=args.backend)
+    # out poisoned first (NaN, or int32's minimum): an element of it left unwritten fails the check
+    out = poisoned((args.M, args.N), _result_dtype("matmul", dtype, dtype, out_dtype), device)
+    tlgemm.matmul(a, b, out=out, backend=args.backend)
     explanation = tlgemm.explain(a, b, out_dtype=out_dtype, backend=args.backend)
     print(f"tlgemm run: {explanation.problem}, layout {args.layout}, on {explanation.target.name}")
     print(f"  backend {explanation.backend}, schedule {explanation.schedule}")

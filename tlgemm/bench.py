@@ -33,6 +33,7 @@ import os
 import pathlib
 import platform
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -1078,6 +1079,18 @@ def floor_fraction(row: dict, impl: str) -> float | None:
     return row["floor_ms"] / res["ms"]
 
 
+def _percent(fraction: float | None) -> str:
+    """A fraction as a whole percentage, "-" for none (a row without a roofline floor)."""
+    return "-" if fraction is None else f"{fraction:.0%}"
+
+
+def median_rate(rates: Sequence[float]) -> float:
+    """The rate at the median time of rounds given as rates (TFLOP/s of one problem): the
+    median of their inverses, inverted. For an even count this is the rate at the two middle
+    times' mean, where the median of the rates would average two rates."""
+    return 1 / statistics.median(1 / rate for rate in rates)
+
+
 def geomean(values: Sequence[float]) -> float | None:
     """Geometric mean (None for no values)."""
     values = list(values)
@@ -1164,7 +1177,7 @@ def summary_text(rows: Sequence[dict]) -> str:
         if worst:
             lines.append(f"worst for {LABELS.get(impl, impl)}: " + "; ".join(
                 f"{row['set']} {row['dtype']} {row['M']}x{row['N']}x{row['K']} {r:.2f}x ({row['bound']}-bound, "
-                f"{floor_fraction(row, impl):.0%} of floor)" for r, row in worst))
+                f"{_percent(floor_fraction(row, impl))} of floor)" for r, row in worst))
     return "\n".join(lines)
 
 
@@ -1250,7 +1263,7 @@ def markdown(runs: Sequence[dict], plots: dict[str, list[str]] | None = None) ->
         out += [f"### {LABELS.get(impl, impl)}", ""]
         body = [[row["set"], row["dtype"], f"{row['M']}x{row['N']}x{row['K']}", f"{r:.2f}x",
                  f"{row['results'][impl]['tflops']:.1f}", f"{row['results'][REFERENCE_IMPL]['tflops']:.1f}",
-                 row["bound"], f"{floor_fraction(row, impl):.0%}", f"{floor_fraction(row, REFERENCE_IMPL):.0%}",
+                 row["bound"], _percent(floor_fraction(row, impl)), _percent(floor_fraction(row, REFERENCE_IMPL)),
                  row["results"][impl].get("info", "")] for r, row in worst]
         out += _md_table(["set", "dtype", "M x N x K", "vs cuBLAS", "TFLOP/s", "cuBLAS TFLOP/s", "bound", "% floor",
                           "cuBLAS % floor", "schedule"], body) + [""]

@@ -264,6 +264,18 @@ def test_run_command_reports_a_wrong_result(fake_run, capsys):
     assert "check: FAILED" in capsys.readouterr().out
 
 
+def test_run_command_checks_a_poisoned_output(fake_run, capsys):
+    """A kernel that leaves the last row unwritten: on a fresh (zeroed) output the missing row
+    of 4097 adds about sqrt(1/4097) of relative error and passed the bound."""
+    def all_but_the_last_row(a, b, schedule, *, out, **kwargs):
+        out[:-1] = (a[:-1].double() @ b.double()).to(out.dtype)
+        return out
+
+    fake_run.tilelang.module.matmul = all_but_the_last_row
+    assert cli.main(["run", "4097", "64", "64", "--dtype", "e4m3"]) == 1
+    assert "check: FAILED" in capsys.readouterr().out
+
+
 def test_autotune_command(fake_run, capsys):
     assert cli.main(["autotune", "200x256x512", "--dtype", "bf16", "--candidates", "3"]) == 0
     out = capsys.readouterr().out
