@@ -91,6 +91,10 @@ class Schedule:
         tile is unchanged. Needs a persistent schedule without Stream-K, split-K or the
         chiplet remapping (which would part a pair's tiles). The kernel launches whole
         clusters: ``num_programs`` rounded up to even, the extra program idle.
+
+    ``text`` is ``str(schedule)`` (``parse``'s input), computed once at construction: a str
+    attribute that a tracer such as torch.compile reads as a constant, where it would make the
+    int fields symbolic once a second schedule is seen (tlgemm's torch ops take this text).
     """
 
     block_m: int = 128
@@ -154,6 +158,7 @@ class Schedule:
         if self.cluster_m > 1 and self.num_xcds > 1:
             raise ValueError("Schedule.cluster_m > 1 cannot be combined with num_xcds > 1: the chiplet remapping "
                              "would give a cluster's two programs tiles that are not consecutive")
+        object.__setattr__(self, "text", str(self))
 
     # ---- derived quantities -------------------------------------------------------------
 

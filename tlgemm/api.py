@@ -70,12 +70,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-import json
 import numbers
 import re
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -859,28 +858,19 @@ def _scaled_mm_eager(a, b, scale_a, scale_b, bias=None, out=None, out_dtype=None
 # ---- public functions ---------------------------------------------------------------------
 
 
-_SCHEDULE_FIELDS = tuple(f.name for f in fields(Schedule))
-
-
-@torch.compiler.assume_constant_result
-def _schedule_json(values: tuple) -> str:
-    return json.dumps(dict(zip(_SCHEDULE_FIELDS, values)), sort_keys=True)
-
-
 def _schedule_arg(schedule) -> str | None:
-    """A Schedule as the ops' string argument, a trace-time constant under torch.compile:
-    its field values (plain constants) go to ``_schedule_json``, as torch 2.11's dynamo
-    cannot hand a frozen dataclass to a constant-result function ("can't reconstruct
-    arbitrary frozen dataclass instances")."""
+    """A Schedule as the ops' string argument: its ``text``, computed when it was built, which
+    torch.compile reads as a constant (guarded by value). Its int fields, read one by one,
+    became symbolic once a second schedule was seen, and the recompile failed."""
     if schedule is None:
         return None
     _check_schedule(schedule)
-    return _schedule_json(tuple(getattr(schedule, name) for name in _SCHEDULE_FIELDS))
+    return schedule.text
 
 
 @functools.lru_cache(maxsize=256)
 def _schedule_from_arg(text: str | None) -> Schedule | None:
-    return None if text is None else Schedule.from_dict(json.loads(text))
+    return None if text is None else Schedule.parse(text)
 
 
 def _needs_grad(a, b, *more) -> bool:
@@ -894,6 +884,33 @@ def _needs_grad(a, b, *more) -> bool:
     for t in more:
         wanted = wanted or getattr(t, "requires_grad", False)
     return wanted and torch.is_grad_enabled()
+
+
+_AUTOCAST_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _autocast(out, *tensors):
+    """``tensors`` as torch.mm, addmm and bmm take them under autocast (torch.amp's ops that
+    autocast to lower precision): in an autocast region of their device type, and without
+    out= (whose variants autocast leaves alone), float32/float16/bfloat16 ones are cast to
+    its dtype; otherwise they are returned as they are. One C call outside any region."""
+    if out is not None or not torch._C._is_any_autocast_enabled():
+        return tensors
+    device = next((t.device.type for t in tensors if isinstance(t, torch.Tensor)), None)
+    try:
+        enabled = device is not None and torch.is_autocast_enabled(device)
+    except RuntimeError:  # a device type without autocast (meta)
+        enabled = False
+    if not enabled:
+        return tensors
+    dtype = torch.get_autocast_dtype(device)
+    return tuple(t.to(dtype) if isinstance(t, torch.Tensor) and t.dtype in _AUTOCAST_FLOATS else t for t in tensors)
+
+
+def _on_meta(t) -> bool:
+    """A meta tensor: no kernel can run, and the ops' fake implementations give the result's
+    shape and dtype, as they do for a call that needs autograd."""
+    return isinstance(t, torch.Tensor) and t.device.type == "meta"
 
 
 def _op_result(result: torch.Tensor, out):
@@ -925,7 +942,7 @@ def _op_dtype(op, out, out_dtype, backend, reads, more=()):
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"out: expected a torch.Tensor, got {type(out).__name__}")
     check_strided("out", out)
-    if out.is_leaf and out.requires_grad:
+    if out.is_leaf and out.requires_grad and torch.is_grad_enabled():
         raise ValueError("out: a leaf tensor that requires grad, which autograd cannot record a write into; pass an "
                          "out that does not require grad (or none)")
     for name, t in reads:  # a sparse input has no storage for check_out_reads to compare
@@ -945,11 +962,11 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
 
     out: write here (shape [M, N]); out_dtype: the result's dtype (module docstring, "Dtypes");
     backend: "auto", "tilelang" or "triton"; schedule: a tlgemm.schedules.Schedule, or None
-    for the autotune cache / select."""
+    for the autotune cache / select. Under autocast (torch.autocast) float inputs are cast to
+    its dtype as torch.mm's are, unless out is given."""
+    a, b = _autocast(out, a, b)
     if torch.compiler.is_compiling() or _needs_grad(a, b):
-        dtype = _op_dtype("matmul", out, out_dtype, backend, (("a", a), ("b", b)))
-        result = torch.ops.tlgemm.matmul.default(a, b, dtype, backend, _schedule_arg(schedule))
-        return _op_result(result, out)
+        return _matmul_op(a, b, out, out_dtype, backend, schedule)
     try:
         key = _repeat_key(a, b, out, out_dtype, backend, schedule)
         launch = _REPEATS.get(key)
@@ -960,14 +977,24 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
             return launch(a, b, out)
         with _on_device(a.device):
             return launch(a, b, out)
+    if _on_meta(a):
+        return _matmul_op(a, b, out, out_dtype, backend, schedule)
     return _matmul_eager(a, b, out, out_dtype, backend, schedule, key)
+
+
+def _matmul_op(a, b, out, out_dtype, backend, schedule):
+    """matmul through torch.ops.tlgemm.matmul (autograd, torch.compile, meta tensors)."""
+    dtype = _op_dtype("matmul", out, out_dtype, backend, (("a", a), ("b", b)))
+    result = torch.ops.tlgemm.matmul.default(a, b, dtype, backend, _schedule_arg(schedule))
+    return _op_result(result, out)
 
 
 def bmm(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     """a [B, M, K] @ b [B, K, N] -> [B, M, N] (torch.bmm: equal batch sizes, no broadcasting;
     an expanded, stride-0 batch is read without a copy on the Triton backend and copied once
-    by TileLang's, whose 3-D TMA box needs a dense batch). Arguments as matmul."""
-    if torch.compiler.is_compiling() or _needs_grad(a, b):
+    by TileLang's, whose 3-D TMA box needs a dense batch). Arguments (and autocast) as matmul."""
+    a, b = _autocast(out, a, b)
+    if torch.compiler.is_compiling() or _needs_grad(a, b) or _on_meta(a):
         dtype = _op_dtype("bmm", out, out_dtype, backend, (("a", a), ("b", b)))
         result = torch.ops.tlgemm.bmm.default(a, b, dtype, backend, _schedule_arg(schedule))
         return _op_result(result, out)
@@ -985,14 +1012,16 @@ def addmm(bias, a, b, *, alpha=1, beta=1, out=None, out_dtype=None, backend="aut
     does, since alpha · (a @ b) rounded to float16 first may overflow where the sum fits (the
     temporary costs 4 more bytes an element of traffic). beta = 0 ignores
     bias (NaNs included), as torch does. out may be bias itself (torch.addmm(c, a, b, out=c)):
-    a bias that shares memory with out is copied first; out must not share memory with a or b."""
+    a bias that shares memory with out is copied first; out must not share memory with a or b.
+    Under autocast bias, a and b are cast as torch.addmm's are, unless out is given."""
     for name, value in (("alpha", alpha), ("beta", beta)):
         if not isinstance(value, numbers.Real):
             kind = type(value)
             raise TypeError(f"{name}: expected a real number (int, float, bool), got "
                             f"{kind.__qualname__ if kind.__module__ == 'builtins' else f'{kind.__module__}.{kind.__qualname__}'}")
     alpha, beta = float(alpha), float(beta)  # torch's alpha= takes no Fraction, and a bool only for bool results
-    if torch.compiler.is_compiling() or _needs_grad(bias, a, b):
+    bias, a, b = _autocast(out, bias, a, b)
+    if torch.compiler.is_compiling() or _needs_grad(bias, a, b) or _on_meta(a):
         dtype = _op_dtype("addmm", out, out_dtype, backend, (("a", a), ("b", b)), (("bias", bias),))
         result = torch.ops.tlgemm.addmm.default(bias, a, b, alpha, beta, dtype, backend, _schedule_arg(schedule))
         return _op_result(result, out)
@@ -1011,7 +1040,7 @@ def scaled_mm(a, b, scale_a, scale_b, *, bias=None, out=None, out_dtype=None, ba
     the two layouts have one shape, so passing it untransposed is not detected.
     bias: [N], float. out (if given) must not share memory with a, b or the scales; a bias
     that shares it is copied first."""
-    if torch.compiler.is_compiling() or _needs_grad(a, b, scale_a, scale_b, bias):
+    if torch.compiler.is_compiling() or _needs_grad(a, b, scale_a, scale_b, bias) or _on_meta(a):
         reads = (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b))
         dtype = _op_dtype("scaled_mm", out, out_dtype, backend, reads, (("bias", bias),))
         result = torch.ops.tlgemm.scaled_mm.default(a, b, scale_a, scale_b, bias, dtype, backend,

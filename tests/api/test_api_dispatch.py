@@ -236,6 +236,24 @@ def test_addmm_adds_a_full_bias_in_float32(fake_gpu, bias_shape, given_out):
     assert torch.equal(result, torch.full((4, 8), -40000.0, dtype=torch.float16))
 
 
+def test_autocast_casts_as_torch_does(fake_gpu):
+    """Under autocast, matmul, bmm and addmm cast float inputs to its dtype as torch.mm, bmm and
+    addmm do (float32 inputs gave a float32 result, and a bfloat16 activation times a float32
+    weight was refused); with out given nothing is cast, as torch's out= variants."""
+    a, w, bias = torch.randn(8, 32), torch.randn(16, 32), torch.randn(16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for result, expected in ((tlgemm.matmul(a, w.t()), torch.mm(a, w.t())),
+                                 (tlgemm.matmul(a.bfloat16(), w.t()), torch.mm(a.bfloat16(), w.t())),
+                                 (tlgemm.bmm(a[None], w.t()[None]), torch.bmm(a[None], w.t()[None])),
+                                 (tlgemm.addmm(bias, a, w.t()), torch.addmm(bias, a, w.t()))):
+            assert result.dtype == expected.dtype == torch.bfloat16
+            assert_gemm_close(result, expected.double(), torch.bfloat16)
+        out = torch.empty(8, 16)
+        assert tlgemm.matmul(a, w.t(), out=out) is out
+        assert fake_gpu.triton.calls[-1][1].dtype == torch.float32
+    assert tlgemm.matmul(a, w.t()).dtype == torch.float32
+
+
 def test_addmm_takes_bool_and_fraction_coefficients(fake_gpu):
     """torch.addmm takes beta=True; tlgemm passed the bool (or a Fraction) on to torch's
     add(alpha=...), which refuses a bool for a float result, wherever the bias is added after

@@ -2,8 +2,6 @@
 implementations with the right shapes, dtypes and strides, and torch.compile(fullgraph=True)
 tracing models that call tlgemm (meta tensors: no data, no GPU)."""
 
-import json
-
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -167,7 +165,45 @@ def test_compile_other_entry_points(kind):
     assert tuple(out.shape) == shape and out.dtype == dtype and len(graphs) == 1
     if kind == "schedule":
         node = next(n for gm in graphs for n in gm.graph.nodes if n.target == torch.ops.tlgemm.matmul.default)
-        assert Schedule.from_dict(json.loads(node.args[4])) == schedule and node.args[3] == "triton"
+        assert Schedule.parse(node.args[4]) == schedule and node.args[3] == "triton"
+
+
+def test_compile_takes_a_second_schedule():
+    """The ops take a schedule as its text: its int fields, read one by one, became symbolic
+    when dynamo recompiled for a second schedule, and fullgraph=True failed."""
+    torch._dynamo.reset()
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(Schedule.parse(n.args[4]) for n in gm.graph.nodes if n.target == torch.ops.tlgemm.matmul.default)
+        return gm.forward
+
+    fn = torch.compile(lambda a, b, s: tlgemm.matmul(a, b, schedule=s, backend="triton"), fullgraph=True,
+                       backend=backend)
+    schedules = [Schedule(block_m=64, block_n=128, num_stages=s).persistent(132) for s in (2, 3, 4)]
+    for s in schedules:
+        assert tuple(fn(_meta(8, 32), _meta(32, 16), s).shape) == (8, 16)
+    assert seen == schedules
+
+
+def test_meta_tensors_run_the_fake_implementations_without_grad():
+    """Without an input requiring grad, meta tensors went to the eager path, which refused
+    their device; with one they took the ops' fake implementations."""
+    a, b = _meta(8, 32), _meta(32, 16)
+    assert tlgemm.matmul(a, b).shape == (8, 16) and tlgemm.bmm(a[None], b[None]).shape == (1, 8, 16)
+    assert tlgemm.addmm(_meta(16), a, b, beta=0.5).shape == (8, 16)
+    out = tlgemm.scaled_mm(_meta(8, 32, dtype=E4M3), _meta(16, 32, dtype=E4M3).t(), _meta(1, dtype=torch.float32),
+                           _meta(1, dtype=torch.float32))
+    assert out.shape == (8, 16) and out.dtype == torch.bfloat16
+
+
+def test_compiled_no_grad_call_writes_an_out_that_requires_grad():
+    """Under no_grad torch.mm writes into a leaf that requires grad (an optimizer's parameter);
+    the compiled path refused it whatever the grad mode."""
+    out = torch.nn.Parameter(_meta(8, 16))
+    with torch.no_grad():
+        result, _ = _captured(lambda a, b, out: tlgemm.matmul(a, b, out=out), _meta(8, 32), _meta(32, 16), out)
+    assert result.shape == (8, 16)
 
 
 def test_gradients_have_the_inputs_shapes():
