@@ -2,7 +2,8 @@
 Triton tutorial matmul. The harness is tlgemm.bench; ``--help`` lists the options.
 
     python benchmarks/run.py --sets square,llm --quick
-    python benchmarks/run.py --from-json benchmarks/results/bench_h100.json --markdown benchmarks/RESULTS.md
+    python benchmarks/run.py --from-json benchmarks/results/bench_h100_square_llm_quick.json \
+        benchmarks/results/bench_h100_fp8_blockscaled_quick.json      # the runs of benchmarks/RESULTS.md
 """
 
 import sys

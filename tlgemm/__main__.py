@@ -7,7 +7,8 @@
     tlgemm bench ...                                                the benchmark harness (tlgemm.bench)
     tlgemm layout [--dtype e4m3 ...]                                operand layouts and WGMMA descriptors
 
-``layout`` imports no torch; the others import it (and TileLang/Triton) when they run. Exit
+``layout`` needs no GPU (it imports TileLang, and with it torch, for the emitter's widest
+instruction); the others import torch, TileLang and Triton when they run. Exit
 status: 0; 1 where ``run``'s check or an ``autotune`` entry failed, or where stdout was closed
 early (``tlgemm explain ... | head -1``: the rest of the output is dropped, no traceback); 2 for
 an invalid request; ``bench`` returns tlgemm.bench's.

@@ -15,12 +15,15 @@ Dtypes   a, b: float32, float16, bfloat16 (a and b alike), float8_e4m3fn / float
          float8_e4m3fn needs an NVIDIA GPU of compute capability 8.9 or newer (Triton's fp8e4nv).
 Devices  every tensor on one CUDA (or ROCm) device. CPU tensors are an error, except under
          TRITON_INTERPRET=1 (Triton's interpreter, for debugging) and for empty problems.
+         Meta tensors (any size) take the ops' fake implementations (below): shapes and
+         dtypes are checked and the result's are returned; backend and schedule are not.
 Empty    M, N, K or the batch = 0: no kernel runs. The result is empty, or zeros when K = 0
          (addmm: beta·bias broadcast; scaled_mm: its bias broadcast). Checked before devices;
          the backend as a non-empty call resolves it on the tensors' GPU or Triton's
          interpreter (a named one must be able to run there), and a schedule against that
-         backend's rules that need no sizes and no GPU. On other devices, where no kernel runs,
-         "auto" names no backend and a named one's schedule rules alone apply.
+         backend's rules that need no sizes and no GPU. On other devices (but meta, above),
+         where no kernel runs, "auto" names no backend and a named one's schedule rules alone
+         apply.
 Layout   (the copy rule; explain() lists each copy) Triton: a matrix is read as it is when
          row-major or column-major (unit stride in one of its two dims, the other stride at
          least that dim's extent; any batch stride, 0 included, so an expanded batch costs no
@@ -59,10 +62,12 @@ Caches   the resolved backend, schedule and kernel are kept per (op, shape bucke
          schedule: a call matching one goes straight to the launcher's cached launch
          (tlgemm.tilelang.cached_launch; tlgemm.triton.cached_launch, the compiled Triton
          kernel, where that backend read a and b without a copy).
-torch    eager calls go straight to the kernels. Under torch.compile, and when an input
-         requires grad, the same call goes through the torch.library ops
+torch    eager calls go straight to the kernels. Under torch.compile, when an input requires
+         grad, and for meta tensors, the same call goes through the torch.library ops
          tlgemm::matmul / addmm / bmm / scaled_mm (tlgemm.ops: fake implementations for
-         tracing; gradients for matmul, addmm and bmm, and for scaled_mm's bias).
+         tracing; gradients for matmul, addmm and bmm, and for scaled_mm's bias). Under
+         torch.autocast, matmul, addmm and bmm cast float inputs to its dtype as torch.mm,
+         addmm and bmm do, except with out= (as torch's out= variants).
 """
 
 from __future__ import annotations
@@ -1303,7 +1308,9 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
     list or tuple of them; candidates: an int >= 1; cache: an AutotuneCache whose folder can be
     created); two shapes whose M share a bucket at one (N, K) (``m_bucket``: one cache entry)
     are refused. Returns one AutotuneResult per (shape, dtype)."""
-    if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
+    if isinstance(candidates, bool) or not isinstance(candidates, int):
+        raise TypeError(f"candidates: expected an int >= 1 (select()'s best schedules to time), got {candidates!r}")
+    if candidates < 1:
         raise ValueError(f"candidates: expected an int >= 1 (select()'s best schedules to time), got {candidates!r}")
     if cache is not None and not isinstance(cache, AutotuneCache):
         raise TypeError(f"cache: expected a tlgemm.schedules.AutotuneCache or None, got {type(cache).__name__}")
@@ -1312,12 +1319,14 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
         if not isinstance(dtype, torch.dtype):
             raise TypeError(f"dtypes: expected a torch.dtype or a list or tuple of them, got {dtypes!r}")
     if isinstance(shapes, (str, bytes)) or not isinstance(shapes, Iterable):
-        raise ValueError(f"shapes: expected an iterable of (M, N, K) tuples, got {shapes!r}")
+        raise TypeError(f"shapes: expected an iterable of (M, N, K) tuples, got {shapes!r}")
     shape_list = [tuple(shape) if isinstance(shape, Iterable) and not isinstance(shape, (str, bytes)) else shape
                   for shape in shapes]
     for shape in shape_list:
         if not isinstance(shape, tuple) or len(shape) != 3 or not all(
-                isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in shape):
+                isinstance(x, int) and not isinstance(x, bool) for x in shape):
+            raise TypeError(f"shapes: each shape is (M, N, K) of positive ints, got {shape!r}")
+        if not all(x > 0 for x in shape):
             raise ValueError(f"shapes: each shape is (M, N, K) of positive ints, got {shape!r}")
         M, N, K = shape
         for name, numel in (("a", M * K), ("b", K * N), ("out", M * N)):

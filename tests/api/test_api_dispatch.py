@@ -403,13 +403,14 @@ def test_autotune_stores_the_fastest_checked_candidate(fake_gpu, monkeypatch, ca
 @pytest.mark.parametrize("kwargs, error, message", [
     (dict(candidates=0), ValueError, r"^candidates: expected an int >= 1 .* got 0$"),
     (dict(candidates=-1), ValueError, r"^candidates: expected an int >= 1"),
-    (dict(candidates=2.5), ValueError, r"^candidates: expected an int >= 1"),
+    (dict(candidates=2.5), TypeError, r"^candidates: expected an int >= 1"),
     (dict(cache="/tmp/cache"), TypeError, r"^cache: expected a tlgemm.schedules.AutotuneCache or None, got str$"),
     (dict(dtypes={torch.bfloat16}), TypeError, r"^dtypes: expected a torch.dtype or a list or tuple of them"),
     (dict(dtypes="bf16"), TypeError, r"^dtypes: expected a torch.dtype or a list or tuple of them"),
-    (dict(shapes=(64, 64, 64)), ValueError, r"^shapes: each shape is \(M, N, K\) of positive ints, got 64$"),
-    (dict(shapes=[(True, 64, 64)]), ValueError, r"^shapes: each shape is \(M, N, K\) of positive ints"),
-    (dict(shapes="64x64x64"), ValueError, r"^shapes: expected an iterable of \(M, N, K\) tuples, got '64x64x64'$"),
+    (dict(shapes=(64, 64, 64)), TypeError, r"^shapes: each shape is \(M, N, K\) of positive ints, got 64$"),
+    (dict(shapes=[(True, 64, 64)]), TypeError, r"^shapes: each shape is \(M, N, K\) of positive ints"),
+    (dict(shapes=[(0, 64, 64)]), ValueError, r"^shapes: each shape is \(M, N, K\) of positive ints, got \(0, 64, 64\)$"),
+    (dict(shapes="64x64x64"), TypeError, r"^shapes: expected an iterable of \(M, N, K\) tuples, got '64x64x64'$"),
     (dict(shapes=[(2**31, 64, 64)]), ValueError, r"^shapes: \(2147483648, 64, 64\): a: holds 137438953472 elements"),
     (dict(shapes=[(3500, 64, 64), (200, 64, 64), (4000, 64, 64)]), ValueError,
      r"^shapes: \(3500, 64, 64\) and \(4000, 64, 64\) share one cache entry \(M bucket 3073..4096 at N=64, K=64; "
