@@ -8,6 +8,7 @@ column-major operands, and (scaled and batched families) random epilogues. The b
 runs bmm on 1 to 4 GEMMs, some with one operand broadcast over the batch (stride 0).
 """
 
+import dataclasses
 import random
 
 import pytest
@@ -15,7 +16,7 @@ import torch
 
 import tlgemm.tilelang as TL
 import tlgemm.triton as TR
-from tlgemm.schedules import Schedule, work
+from tlgemm.schedules import Schedule, num_programs, work
 from tlgemm.testing import poisoned, random_operand, reference_gemm, relative_error, tolerance
 
 pytestmark = pytest.mark.gpu
@@ -46,7 +47,7 @@ FAMILIES = {
 
 def _schedule_for(base: Schedule, dtype: torch.dtype) -> Schedule:
     """One 128-byte swizzle row of K per stage (tf32: 32, 16-bit: 64, 8-bit: 128)."""
-    return Schedule(**{**base.__dict__, "block_k": 128 // dtype.itemsize})
+    return dataclasses.replace(base, block_k=128 // dtype.itemsize)
 
 
 def _case(rng: random.Random, dtypes, epilogues: bool):
@@ -133,6 +134,6 @@ def test_traces_agree(shape, schedule):
     M, N, K = shape
     tilelang_trace = TL.schedule_trace(M, N, K, schedule, num_sms=132)
     triton_trace = TR.schedule_trace(M, N, K, schedule, num_sms=132)
-    host = [work(p, M, N, K, schedule, 132) for p in range(len(triton_trace))]
+    host = [work(p, M, N, K, schedule, 132) for p in range(num_programs(M, N, K, schedule, 132))]
     assert triton_trace == host
     assert tilelang_trace == host
