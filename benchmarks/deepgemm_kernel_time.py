@@ -21,8 +21,8 @@ With ``--deepgemm``, DeepGEMM itself (its Python package ``deep_gemm``, importab
 """
 import argparse
 import importlib
-import json
 import os
+import pathlib
 import statistics
 from concurrent.futures import ThreadPoolExecutor
 
@@ -32,7 +32,7 @@ import triton
 from tlgemm._checks import cuda_limits
 import tlgemm.triton
 from tlgemm.bench import (DEEPGEMM_H800_TFLOPS, Device, blockscaled_inputs, check, cublas_blockwise,
-                          environment, fresh_blockscaled_inputs, kernel_time_us)
+                          environment, fresh_blockscaled_inputs, kernel_time_us, write_json)
 from tlgemm.schedules import Schedule
 from tlgemm.testing import reference_gemm
 from tlgemm.tilelang.launch import (_compiled_blockscaled, blockscaled_matmul, operands_read_once,
@@ -109,6 +109,7 @@ def main():
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(_compiled_blockscaled, specs))
     rows = []
+    env = environment(Device.current(), "python benchmarks/deepgemm_kernel_time.py")
     for M, N, K in shapes:
         inp, ref = blockscaled_inputs(M, N, K)
         one = torch.ones((), dtype=torch.float32, device="cuda")
@@ -157,10 +158,8 @@ def main():
                            f"fresh {r['kernel_fresh_tflops']:6.1f})"
                            for r in timed if r["impl"] != "TileLang tile")
               + f" | best tile {best}", flush=True)
-        record = {"environment": environment(Device.current(), "python benchmarks/deepgemm_kernel_time.py"),
-                  "calls": args.calls, "rows": rows}
-        with open(args.out, "w") as f:  # after every row: a failure later keeps what was measured
-            json.dump(record, f, indent=1)
+        # after every row, atomically: a failure or a kill later keeps what was measured
+        write_json(pathlib.Path(args.out), {"environment": env, "calls": args.calls, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ Triton tutorial matmul. The harness is tlgemm.bench; ``--help`` lists the option
 
     python benchmarks/run.py --sets square,llm --quick
     python benchmarks/run.py --from-json benchmarks/results/bench_h100_square_llm_quick.json \
-        benchmarks/results/bench_h100_fp8_blockscaled_quick.json      # the runs of benchmarks/RESULTS.md
+        benchmarks/results/bench_h100_fp8_blockscaled_quick.json \
+        benchmarks/results/bench_h100_fp8_per_tensor_deepgemm_shapes_quick.json   # benchmarks/RESULTS.md's runs
 """
 
 import sys

@@ -15,8 +15,9 @@ Dtypes   a, b: float32, float16, bfloat16 (a and b alike), float8_e4m3fn / float
          float8_e4m3fn needs an NVIDIA GPU of compute capability 8.9 or newer (Triton's fp8e4nv).
 Devices  every tensor on one CUDA (or ROCm) device. CPU tensors are an error, except under
          TRITON_INTERPRET=1 (Triton's interpreter, for debugging) and for empty problems.
-         Meta tensors (any size) take the ops' fake implementations (below): shapes and
-         dtypes are checked and the result's are returned; backend and schedule are not.
+         Meta tensors (any size) take the ops' fake implementations (below): shapes, dtypes
+         and the backend's name and schedule's type are checked, the result's shape and dtype
+         returned; whether the backend can run there and the schedule's rules are not.
 Empty    M, N, K or the batch = 0: no kernel runs. The result is empty, or zeros when K = 0
          (addmm: beta·bias broadcast; scaled_mm: its bias broadcast). Checked before devices;
          the backend as a non-empty call resolves it on the tensors' GPU or Triton's
@@ -870,7 +871,7 @@ def _schedule_arg(schedule) -> str | None:
     if schedule is None:
         return None
     _check_schedule(schedule)
-    return schedule.text
+    return getattr(schedule, "text", None) or str(schedule)  # unpickled from before Schedule had its text
 
 
 @functools.lru_cache(maxsize=256)
@@ -902,11 +903,9 @@ def _autocast(out, *tensors):
     if out is not None or not torch._C._is_any_autocast_enabled():
         return tensors
     device = next((t.device.type for t in tensors if isinstance(t, torch.Tensor)), None)
-    try:
-        enabled = device is not None and torch.is_autocast_enabled(device)
-    except RuntimeError:  # a device type without autocast (meta)
-        enabled = False
-    if not enabled:
+    # the devices tlgemm runs on (cpu: Triton's interpreter); torch.is_autocast_enabled raises for
+    # others (meta), which under torch.compile no except clause catches
+    if device not in ("cuda", "cpu") or not torch.is_autocast_enabled(device):
         return tensors
     dtype = torch.get_autocast_dtype(device)
     return tuple(t.to(dtype) if isinstance(t, torch.Tensor) and t.dtype in _AUTOCAST_FLOATS else t for t in tensors)
@@ -969,7 +968,8 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     backend: "auto", "tilelang" or "triton"; schedule: a tlgemm.schedules.Schedule, or None
     for the autotune cache / select. Under autocast (torch.autocast) float inputs are cast to
     its dtype as torch.mm's are, unless out is given."""
-    a, b = _autocast(out, a, b)
+    if out is None and torch._C._is_any_autocast_enabled():  # inline: matmul's repeat path passes here
+        a, b = _autocast(out, a, b)
     if torch.compiler.is_compiling() or _needs_grad(a, b):
         return _matmul_op(a, b, out, out_dtype, backend, schedule)
     try:
@@ -1131,6 +1131,8 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
     under TRITON_INTERPRET=1), a key of TARGETS ("sm90", "sm80", "gfx942"), "cuda[:N]", or a
     Target (tlgemm.api.Target, e.g. with another SM count). A caller's schedule is shown as
     given: whether the backend takes it is checked at the call."""
+    if scale_a is None and scale_b is None:  # the call's autocast casts (not scaled_mm's)
+        a, b, bias = _autocast(None, a, b, bias)
     plain = bias is None and scale_a is None and scale_b is None  # addmm and scaled_mm take matrices only
     ndim = 3 if plain and isinstance(a, torch.Tensor) and a.dim() == 3 else 2
     M, N, K, batch = _check_pair(a, b, ndim)

@@ -251,6 +251,7 @@ def test_autocast_casts_as_torch_does(fake_gpu):
         out = torch.empty(8, 16)
         assert tlgemm.matmul(a, w.t(), out=out) is out
         assert fake_gpu.triton.calls[-1][1].dtype == torch.float32
+        assert tlgemm.explain(a, w.t()).problem.endswith("bfloat16 @ bfloat16 -> bfloat16")
     assert tlgemm.matmul(a, w.t()).dtype == torch.float32
 
 

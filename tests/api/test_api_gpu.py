@@ -357,9 +357,10 @@ def _streamk(backend):
 
 
 def _calls(backend, generator):
-    """One call of each entry point as (name, make, call, reference, dtype): make() draws fresh
-    inputs (a dict whose "out" is the output buffer), call(**inputs) runs it on them, and
-    reference(**inputs) is its float64 result."""
+    """One call of each entry point as (name, make, call, reference, bound): make() draws fresh
+    inputs (a dict whose "out" is the output buffer), call(**inputs) runs it on them,
+    reference(**inputs) is its float64 result, and bound holds assert_gemm_close's dtype (and
+    blockscaled) for it."""
     quantize = importlib.import_module("tlgemm.quantize")
     M, N, K = 1024, 768, 512
 

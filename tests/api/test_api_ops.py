@@ -197,6 +197,17 @@ def test_meta_tensors_run_the_fake_implementations_without_grad():
     assert out.shape == (8, 16) and out.dtype == torch.bfloat16
 
 
+def test_compile_traces_meta_tensors_in_an_autocast_region():
+    """Autocast's check for the meta device raised inside dynamo, where no except clause
+    catches it; meta tensors are left as they are (no autocast for that device)."""
+    def fn(a, b):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return tlgemm.matmul(a, b)
+
+    out, graphs = _captured(fn, _meta(8, 32, dtype=torch.float32), _meta(32, 16, dtype=torch.float32))
+    assert out.shape == (8, 16) and out.dtype == torch.float32 and len(graphs) == 1
+
+
 def test_compiled_no_grad_call_writes_an_out_that_requires_grad():
     """Under no_grad torch.mm writes into a leaf that requires grad (an optimizer's parameter);
     the compiled path refused it whatever the grad mode."""
