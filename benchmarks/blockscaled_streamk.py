@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 import triton
 
-from tlgemm.bench import blockscaled_inputs, check, cublas_blockwise
+from tlgemm.bench import blockscaled_inputs, check_blockscaled, check_cublas_blockwise, cublas_blockwise
 from tlgemm.schedules import Schedule
 from tlgemm.tilelang import launch
 
@@ -54,10 +54,10 @@ def main():
                     return launch.blockscaled_matmul(i.a, i.w, i.scale_a_mn, i.scale_b, s, out=i.out)
 
                 if first:
-                    check(fn, inp, ref, FP8, f"{name} {M}x{N}x{K}", blockscaled=True)
+                    check_blockscaled(fn, inp, ref, f"{name} {M}x{N}x{K}")
                 ms = triton.testing.do_bench(lambda: fn(inp), warmup=10, rep=40)
                 results.setdefault(name, []).append(flops / ms / 1e9)
-        check(lambda i: cublas_blockwise(i, out=i.out), inp, ref, FP8, f"cuBLAS block-wise {M}x{N}x{K}", blockscaled=True)
+        check_cublas_blockwise(inp, ref, f"cuBLAS block-wise {M}x{N}x{K}")
         ms = triton.testing.do_bench(lambda: cublas_blockwise(inp), warmup=10, rep=40)
         whole = candidates(M, N)[0][1]
         print(f"{M}x{N}x{K} [{whole.block_m}x{whole.block_n}{' swap-AB' if whole.is_swap_ab else ''}]: "

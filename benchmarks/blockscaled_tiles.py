@@ -22,7 +22,7 @@ import torch
 import triton
 
 from tlgemm._checks import cuda_limits
-from tlgemm.bench import blockscaled_inputs, check, cublas_blockwise
+from tlgemm.bench import blockscaled_inputs, check_blockscaled, check_cublas_blockwise, cublas_blockwise
 from tlgemm.schedules import Schedule
 from tlgemm.tilelang.launch import (_compiled_blockscaled, blockscaled_matmul, operands_read_once,
                                     blockscaled_spec, blockscaled_stages_that_fit)
@@ -68,13 +68,13 @@ def main():
             def fn(i, s=s):
                 return blockscaled_matmul(i.a, i.w, i.scale_a_mn, i.scale_b, s, out=i.out)
 
-            err = check(fn, inp, ref, FP8, f"{s} {M}x{N}x{K}", blockscaled=True)
+            err = check_blockscaled(fn, inp, ref, f"{s} {M}x{N}x{K}")
             ms = triton.testing.do_bench(lambda: fn(inp), warmup=10, rep=40)
             tile = f"{s.block_m}x{s.block_n}/{s.num_stages}" + ("n" if s.raster == "n" else "")
             results.append({"tile": tile, "pow2": s.has_pow2_block_n,
                             "tflops": flops / ms / 1e9, "rel_err": err})
         try:
-            check(lambda i: cublas_blockwise(i, out=i.out), inp, ref, FP8, f"cuBLAS block-wise {M}x{N}x{K}", blockscaled=True)
+            check_cublas_blockwise(inp, ref, f"cuBLAS block-wise {M}x{N}x{K}")
             ms = triton.testing.do_bench(lambda: cublas_blockwise(inp), warmup=10, rep=40)
             cublas = flops / ms / 1e9
         except RuntimeError:  # cuBLAS has no block-wise kernel for the shape

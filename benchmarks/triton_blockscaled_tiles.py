@@ -18,10 +18,9 @@ import torch
 import triton
 
 from tlgemm import triton as T
-from tlgemm.bench import blockscaled_inputs, check, cublas_blockwise
+from tlgemm.bench import blockscaled_inputs, check_blockscaled, check_cublas_blockwise, cublas_blockwise
 from tlgemm.schedules import Schedule
 
-FP8 = torch.float8_e4m3fn
 PAIRS = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
 SHAPES = [(m, n, k) for n, k in PAIRS for m in (64, 128, 4096)]
 
@@ -40,7 +39,7 @@ def main():
     for M, N, K in SHAPES:
         inp, ref = blockscaled_inputs(M, N, K)
         flops = 2 * M * N * K
-        check(lambda i: cublas_blockwise(i, out=i.out), inp, ref, FP8, f"cuBLAS block-wise {M}x{N}x{K}", blockscaled=True)
+        check_cublas_blockwise(inp, ref, f"cuBLAS block-wise {M}x{N}x{K}")
         ms = triton.testing.do_bench(lambda: cublas_blockwise(inp), warmup=10, rep=40)
         cublas = flops / ms / 1e9
         results = []
@@ -49,7 +48,7 @@ def main():
                 return T.blockscaled_matmul(i.a, i.w, i.scale_a_mn, i.scale_b, s, out=i.out)
 
             label = "default" if s is None else f"{s.block_m}x{s.block_n}"
-            err = check(fn, inp, ref, FP8, f"{label} {M}x{N}x{K}", blockscaled=True)
+            err = check_blockscaled(fn, inp, ref, f"{label} {M}x{N}x{K}")
             triton.testing.do_bench(lambda: fn(inp), warmup=10, rep=10)  # after the first call's compile
             ms = triton.testing.do_bench(lambda: fn(inp), warmup=10, rep=40)
             results.append({"tile": label, "tflops": flops / ms / 1e9, "rel_err": err})

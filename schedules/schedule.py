@@ -92,9 +92,9 @@ class Schedule:
         chiplet remapping (which would part a pair's tiles). The kernel launches whole
         clusters: ``num_programs`` rounded up to even, the extra program idle.
 
-    ``text`` is ``str(schedule)`` (``parse``'s input), computed once at construction: a str
-    attribute that a tracer such as torch.compile reads as a constant, where it would make the
-    int fields symbolic once a second schedule is seen (tlgemm's torch ops take this text).
+    ``text`` is ``str(schedule)`` (``parse``'s input), computed once at construction: a plain
+    str attribute, for consumers that pass a schedule on as one value (a tracer reads a str as
+    a constant, where it may make int fields symbolic).
     """
 
     block_m: int = 128

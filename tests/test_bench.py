@@ -922,6 +922,27 @@ def test_blockscaled_inputs_and_reference():
     assert relative_error(a64 @ w64.T, ref) < 1e-6  # dequantisation rounds to float32
 
 
+def test_check_blockscaled_holds_a_kernel_to_the_block_scaled_bound():
+    """The block-scaled scripts checked with fp8's 5e-2 (blockscaled=False), which passed a
+    result 2e-2 off; check_blockscaled applies 1e-2 and poisons the output first."""
+    from tlgemm.bench import blockscaled_inputs, check_blockscaled
+
+    inp, ref = blockscaled_inputs(8, 128, 256, device="cpu")
+
+    def off_by(error):
+        def fn(i):
+            i.out.copy_(ref * (1 + error))
+            return i.out
+        return fn
+
+    assert check_blockscaled(off_by(1e-3), inp, ref, "close") < 1e-2
+    assert bench.check(off_by(2e-2), inp, ref, torch.float8_e4m3fn, "fp8's bound") < 5e-2
+    with pytest.raises(AssertionError, match=r"> 1e-02 for block-scaled"):
+        check_blockscaled(off_by(2e-2), inp, ref, "block-scaled bound")
+    with pytest.raises(AssertionError):
+        check_blockscaled(lambda i: i.out, inp, ref, "nothing written")
+
+
 def test_fresh_blockscaled_inputs_quantise_new_bf16_values():
     """fresh_blockscaled_inputs: e4m3 operands and scales of the block-scaled kernels' layouts
     (A's scales outer-dim-major), new values on each call, dequantising to bf16 normals."""

@@ -111,7 +111,8 @@ def check_num_sms(num_sms, *, optional: bool = True) -> None:
     (the kernels take it as an int32): TypeError for another type, ValueError out of range."""
     if num_sms is None and optional:
         return
-    expected = f"num_sms: expected {'None or ' if optional else ''}an int in 1..2**31 - 1 (the kernels take it as an int32)"
+    expected = (f"num_sms: expected {'None or ' if optional else ''}an int in 1..2**31 - 1 (the kernels take it as "
+                "an int32)")
     if isinstance(num_sms, bool) or not isinstance(num_sms, int):
         raise TypeError(f"{expected}, got {num_sms!r}")
     if not 1 <= num_sms <= INT32_MAX:
@@ -128,8 +129,9 @@ def check_no_overlap(name, t):
     span = 0
     for size, stride in sorted((d for d in zip(t.shape, t.stride()) if d[0] > 1), key=lambda d: d[1]):
         if stride <= span:
-            raise ValueError(f"{name}: strides {t.stride()} may make elements of shape {tuple(t.shape)} overlap (ordered by "
-                             "stride, each dimension must step past the elements of the smaller-stride ones)")
+            raise ValueError(f"{name}: strides {t.stride()} may make elements of shape {tuple(t.shape)} overlap "
+                             "(ordered by stride, each dimension must step past the elements of the smaller-stride "
+                             "ones)")
         span += (size - 1) * stride
 
 

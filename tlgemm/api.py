@@ -1022,8 +1022,8 @@ def addmm(bias, a, b, *, alpha=1, beta=1, out=None, out_dtype=None, backend="aut
     for name, value in (("alpha", alpha), ("beta", beta)):
         if not isinstance(value, numbers.Real):
             kind = type(value)
-            raise TypeError(f"{name}: expected a real number (int, float, bool), got "
-                            f"{kind.__qualname__ if kind.__module__ == 'builtins' else f'{kind.__module__}.{kind.__qualname__}'}")
+            kind_name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+            raise TypeError(f"{name}: expected a real number (int, float, bool), got {kind_name}")
     alpha, beta = float(alpha), float(beta)  # torch's alpha= takes no Fraction, and a bool only for bool results
     bias, a, b = _autocast(out, bias, a, b)
     if torch.compiler.is_compiling() or _needs_grad(bias, a, b) or _on_meta(a):
@@ -1339,9 +1339,9 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
         first = entries.setdefault((m_bucket(M), N, K), index)
         if first != index:
             m_min, m_max = m_bucket(M)
-            raise ValueError(f"shapes: {shape_list[first]} and {shape} share one cache entry (M bucket {m_min}..{m_max} at "
-                             f"N={N}, K={K}; tlgemm.schedules.m_bucket), so the second would overwrite the first's "
-                             "winner; tune one M per bucket")
+            raise ValueError(f"shapes: {shape_list[first]} and {shape} share one cache entry (M bucket "
+                             f"{m_min}..{m_max} at N={N}, K={K}; tlgemm.schedules.m_bucket), so the second would "
+                             "overwrite the first's winner; tune one M per bucket")
     if device is None:
         if not torch.cuda.is_available():
             raise ValueError("device: autotune times kernels on a GPU, but torch.cuda.is_available() is False")

@@ -780,6 +780,17 @@ def check(fn: Callable[[Inputs], torch.Tensor], inp: Inputs, ref: torch.Tensor, 
     return assert_gemm_close(result, ref, dtype, blockscaled=blockscaled, what=what)
 
 
+def check_blockscaled(fn: Callable[[Inputs], torch.Tensor], inp: Inputs, ref: torch.Tensor, what: str) -> float:
+    """``check`` of a block-scaled fp8 GEMM on ``blockscaled_inputs`` against ``ref``, the product
+    of its dequantised inputs: block-scaled fp8's bound (1e-2), not fp8's."""
+    return check(fn, inp, ref, torch.float8_e4m3fn, what, blockscaled=True)
+
+
+def check_cublas_blockwise(inp: Inputs, ref: torch.Tensor, what: str) -> float:
+    """``check_blockscaled`` of cuBLAS's block-wise path (``cublas_blockwise``) into inp.out."""
+    return check_blockscaled(lambda i: cublas_blockwise(i, out=i.out), inp, ref, what)
+
+
 def bench_rotating(fn: Callable[[Inputs], object], sets: Sequence[Inputs], warmup_ms: float, rep_ms: float) -> float:
     """do_bench median (ms) of fn cycling over the input sets."""
     from triton.testing import do_bench

@@ -1,15 +1,15 @@
 """torch.library custom ops tlgemm::matmul, tlgemm::addmm, tlgemm::bmm, tlgemm::scaled_mm.
 
 Functional forms of the tlgemm entry points (no ``out=``; a schedule travels as its
-``Schedule.text``, read back with ``Schedule.parse``), so torch.compile(fullgraph=True) traces calls to tlgemm as single
-graph nodes. Each op has a fake implementation (the output's shape, dtype and contiguous
-strides, after the same shape and dtype checks as the real call) and matmul, addmm and bmm
-have gradients (computed with the same ops); scaled_mm has one for its bias only (8-bit inputs
-and their scales have none, and its backward says so). The public functions
-in tlgemm.api call these ops under torch.compile, when an input requires grad and for meta
-tensors, and the kernels directly otherwise (the dispatcher costs several microseconds a
-call). Importing
-tlgemm.ops, or any tlgemm entry point, registers them.
+``Schedule.text``, read back with ``Schedule.parse``), so torch.compile(fullgraph=True)
+traces calls to tlgemm as single graph nodes. Each op has a fake implementation (the
+output's shape, dtype and contiguous strides, after the same shape and dtype checks as the
+real call) and matmul, addmm and bmm have gradients (computed with the same ops); scaled_mm
+has one for its bias only (8-bit inputs and their scales have none, and its backward says
+so). The public functions in tlgemm.api call these ops under torch.compile, when an input
+requires grad and for meta tensors, and the kernels directly otherwise (the dispatcher costs
+several microseconds a call). Importing tlgemm.ops, or any tlgemm entry point, registers
+them.
 """
 
 from __future__ import annotations
