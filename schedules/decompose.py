@@ -100,14 +100,22 @@ def resolve_num_sms(s: Schedule, num_sms: int | None = None) -> int:
     check_schedule(s)
     if not s.is_persistent:
         raise ValueError("resolve_num_sms: the schedule is not persistent (is_persistent=False)")
+    _check_num_sms_arg(num_sms)
     if s.num_sms is not None:
         return s.num_sms
     if num_sms is None:
         raise ValueError("a persistent schedule with num_sms=None needs the device's SM count: pass num_sms=")
+    return num_sms
+
+
+def _check_num_sms_arg(num_sms: int | None) -> None:
+    """The num_sms argument (None or an int32 count of at least 1), checked whether or not the
+    schedule reads it."""
+    if num_sms is None:
+        return
     check_int("num_sms", num_sms, 1)
     if num_sms > INT32_MAX:
         raise ValueError(f"num_sms must be <= 2**31 - 1 (the kernels take it as an int32), got {num_sms}")
-    return num_sms
 
 
 def persistent_programs(units: int, num_sms: int, raster: str) -> int:
@@ -136,6 +144,7 @@ def num_programs(M: int, N: int, K: int, s: Schedule, num_sms: int | None = None
     persistent schedule whose own num_sms is None."""
     units = num_tiles(M, N, s) * num_splits(K, s)
     if not s.is_persistent:
+        _check_num_sms_arg(num_sms)
         return units
     sms = resolve_num_sms(s, num_sms)
     return sms if s.streamk_tiles > 0 else persistent_programs(units, sms, s.raster)
@@ -261,8 +270,15 @@ def tile_contributors(tile_id: int, plan: StreamKPlan) -> range:
 
 
 def work(pid: int, M: int, N: int, K: int, s: Schedule, num_sms: int | None = None) -> list[WorkItem]:
-    """The ordered (pid_m, pid_n, k_begin, k_end) steps of launch program pid."""
+    """The ordered (pid_m, pid_n, k_begin, k_end) steps of launch program pid; none for the
+    programs a clustered launch adds to fill its last cluster (``num_programs``)."""
     programs = num_programs(M, N, K, s, num_sms)
+    launched = -(-programs // s.cluster_m) * s.cluster_m
+    if launched > programs and isinstance(pid, int) and not isinstance(pid, bool) and pid >= programs:
+        if pid >= launched:
+            raise ValueError(f"pid must be < {launched} (num_programs={programs} rounded up to whole clusters of "
+                             f"{s.cluster_m}), got {pid}")
+        return []
     lpid = logical_program(pid, programs, s)
     if s.streamk_tiles == 0:
         splits = num_splits(K, s)

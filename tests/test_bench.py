@@ -527,6 +527,9 @@ def test_median_rate_is_the_rate_at_the_median_time():
     the median of the two rates gives."""
     assert bench.median_rate([1.0, 0.5]) == pytest.approx(2 / 3)
     assert bench.median_rate([3.0, 1.0, 2.0]) == 2.0
+    for rates in ([], [float("nan"), 1.0, 2.0], [1.0, float("nan"), 2.0], [0.0, 1.0, 2.0], [float("inf")]):
+        with pytest.raises(ValueError, match=r"^rates: "):
+            bench.median_rate(rates)  # a NaN's place decided the median; 0 raised ZeroDivisionError
 
 
 def test_from_json_renders_rows_without_a_floor(tmp_path, capsys):

@@ -493,6 +493,10 @@ def test_streamk_fixup_ownership(problem):
     (lambda: persistent_programs(5, 3, "diagonal"), r"raster must be one of \('m', 'n'\), got 'diagonal'"),
     (lambda: num_programs(256, 256, 256, Schedule().persistent().streamk(4), num_sms=2**40),
      r"num_sms must be <= 2\*\*31 - 1"),
+    (lambda: num_programs(5, 5, 5, Schedule(), num_sms=-3), r"num_sms must be >= 1, got -3"),
+    (lambda: num_programs(5, 5, 5, Schedule(), num_sms="x"), r"num_sms must be an int, got 'x'"),
+    (lambda: work(0, 5, 5, 5, Schedule(), num_sms=True), r"num_sms must be an int, got True"),
+    (lambda: num_programs(999, 999, 5, Schedule().persistent(4), num_sms=0), r"num_sms must be >= 1, got 0"),
     (lambda: num_tiles(256, 256, None), r"schedule must be a tlgemm.schedules.Schedule, got NoneType"),
     (lambda: Schedule().streamk("3"), r"Schedule.streamk_tiles must be an int, got '3'"),
     (lambda: Schedule(chunk_size=4), r"Schedule.chunk_size=4 applies only with num_xcds > 1"),
@@ -524,7 +528,8 @@ def test_streamk_fixup_ownership(problem):
 def test_host_functions_name_bad_arguments(call, message):
     """Each used to return a wrong value (0 or -1 programs, a 2**40-program grid, an unknown
     raster taken as "n", a chunk_size that str() drops so parse(str(s)) != s), raise a bare
-    ZeroDivisionError / AttributeError / TypeError, or parse "g=1_6" as 16."""
+    ZeroDivisionError / AttributeError / TypeError, parse "g=1_6" as 16, or accept a num_sms
+    argument of -3, "x" or True where the schedule does not read it."""
     with pytest.raises(ValueError, match=message):
         call()
 
@@ -540,3 +545,14 @@ def test_streamk_plan_fields_are_checked():
     with pytest.raises(ValueError, match=r"\(iters_per_program, remainder_iters\) must be divmod.* = \(4, 0\), "
                                          r"got \(2, 0\)"):
         replace(plan, iters_per_program=2)  # iter_owner divided by zero on such a hand-built plan
+
+
+def test_spare_program_of_a_clustered_launch_has_no_work():
+    """A 2-CTA clustered launch rounds an odd program count up to even (num_programs); the extra
+    program's reference work is empty, as in the kernel, where work() refused its pid."""
+    s = Schedule(is_persistent=True, num_sms=3, cluster_m=2)
+    assert num_programs(384, 384, 64, s) == 3
+    assert work(3, 384, 384, 64, s) == []
+    with pytest.raises(ValueError, match=r"pid must be < 4 \(num_programs=3 rounded up to whole clusters of 2\), "
+                                         r"got 4"):
+        work(4, 384, 384, 64, s)

@@ -77,3 +77,21 @@ def test_block_scaled_fp8_takes_the_16_bit_bound():
         assert_gemm_close(off, ref, torch.float8_e4m3fn, blockscaled=True)
     with pytest.raises(ValueError, match="block scaling takes fp8 inputs, got torch.bfloat16"):
         tolerance(torch.bfloat16, blockscaled=True)
+
+
+@pytest.mark.parametrize("in_dtype, out_dtype", [(torch.float32, torch.bfloat16), (torch.float32, torch.float16),
+                                                 (torch.int8, torch.bfloat16)], ids=str)
+def test_a_16_bit_output_takes_the_16_bit_bound(generator, in_dtype, out_dtype):
+    """A float32 or int8 product rounded to a 16-bit output failed the inputs' bound (1e-5, 0)
+    although exact but for that rounding (tlgemm run and autotune with --out-dtype bf16); the
+    bound is DESIGN.md's 16-bit one there, and a result 5% off still fails."""
+    a = torch.randn(128, 256, generator=generator)
+    b = torch.randn(256, 64, generator=generator)
+    if in_dtype == torch.int8:
+        a, b = (t.mul(20).round().clamp(-127, 127).to(torch.int8) for t in (a, b))
+    ref = reference_gemm(a, b)
+    assert 0 < assert_gemm_close(ref.to(out_dtype), ref, in_dtype) < 1e-2
+    with pytest.raises(AssertionError, match=r"relative Frobenius error .* > 1e-02"):
+        assert_gemm_close(ref.mul(1.05).to(out_dtype), ref, in_dtype)
+    with pytest.raises(AssertionError, match=r"relative Frobenius error"):
+        assert_gemm_close(ref.mul(1.0001).to(torch.float32), ref, torch.float32)

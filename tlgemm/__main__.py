@@ -240,6 +240,9 @@ def cmd_inspect(args) -> int:
                          "and --emit cuda need neither a toolkit nor a GPU")
     from tlgemm.api import _tilelang_layout
 
+    if _dtype_spec(args.dtype) == ("float32", False):
+        raise ValueError("--dtype: fp32 is float32 with TF32 off, which no TileLang kernel runs (wgmma takes float32 "
+                         "only as TF32); inspect --dtype tf32 shows the TF32 kernel")
     dtype, out_dtype = _input_dtype(args.dtype), _output_dtype(args.out_dtype)
     target = _target(args)
     if not target.hopper:

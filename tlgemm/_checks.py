@@ -44,9 +44,25 @@ def output_dtype(a_dtype, out_dtype, epilogue: bool, name: str = "out_dtype"):
 
 
 def check_strided(name, t) -> None:
-    """TypeError for a sparse (or other non-strided) tensor: the kernels read strided memory."""
+    """TypeError for a sparse, nested (or other non-strided) tensor: the kernels read strided
+    memory. A nested tensor reports the strided layout but has no single shape and strides."""
+    if t.is_nested:
+        raise TypeError(f"{name}: expected a dense (strided) tensor, got a nested tensor; pass one tensor per matrix "
+                        "(e.g. torch.stack of equal shapes, or t.to_padded_tensor(0))")
     if t.layout != torch.strided:
         raise TypeError(f"{name}: expected a dense (strided) tensor, got layout {t.layout}; pass t.to_dense()")
+
+
+def check_int32_buffer(name: str, shape, backend: str, what: str = "the result") -> None:
+    """ValueError where a buffer a launcher allocates for the kernel (``what``: the result, or
+    a temporary standing in for ``name``) holds 2**31 elements or more: the kernels index in
+    int32, as for the tensors a caller passes."""
+    count = 1
+    for size in shape:
+        count *= size
+    if count > INT32_MAX:
+        raise ValueError(f"{name}: {what} {tuple(shape)} would hold {count} elements; the {backend} kernels index "
+                         "in int32 (< 2**31)")
 
 
 def check_not_negated(name, t) -> None:

@@ -46,7 +46,9 @@ Layout   (the copy rule; explain() lists each copy) Triton: a matrix is read as 
 Size     the kernels index in int32: a tensor holding 2**31 elements or more is an error; an
          operand spanning that many (a sparse view) but holding fewer is copied compactly.
 Backend  "auto": TileLang on sm_90 (Hopper) when tlgemm.tilelang has the kernel, Triton
-         elsewhere (other NVIDIA GPUs, AMD through ROCm); explain() says which and why.
+         elsewhere (other NVIDIA GPUs, AMD through ROCm); explain() says which and why. On
+         gfx942 (MI300) Triton widens the OCP float8 types torch has (e4m3fn, e5m2) to float16,
+         since that chip's fp8 MFMA takes the FNUZ formats: fp8 runs there, at float16's rate.
 Schedule None: for matmul, addmm and scaled_mm with per-tensor/row/column scales, the
          autotune cache (tlgemm.autotune) entry for this GPU, backend, dtypes, operand layout
          (row- or column-major a and b: autotune's ``layout``) and shape bucket, else
@@ -180,7 +182,7 @@ def _explain_target(gpu, device: torch.device) -> Target:
         from tlgemm.triton.shim import interpreting
 
         return _INTERPRETER if device.type == "cpu" and interpreting() else TARGETS["sm90"]
-    if gpu in TARGETS:
+    if isinstance(gpu, str) and gpu in TARGETS:
         return TARGETS[gpu]
     if isinstance(gpu, str) and gpu.split(":")[0] == "cuda":
         if not torch.cuda.is_available():
@@ -197,7 +199,7 @@ def _check_pair(a, b, ndim: int) -> tuple[int, int, int, int]:
     """(M, N, K, batch) of a [.., M, K] @ b [.., K, N]: types, layouts, ranks, shapes, one device,
     int32 sizes."""
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.ndim == ndim and b.ndim == ndim
-            and a.layout == b.layout == torch.strided):
+            and a.layout == b.layout == torch.strided and not (a.is_nested or b.is_nested)):
         for name, t, dims in (("a", a, "M, K"), ("b", b, "K, N")):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
@@ -737,14 +739,14 @@ def _empty(op, a, b, out, out_dtype, shape, backend, schedule):
     return torch.zeros(shape, dtype=dtype, device=a.device) if out is None else out.zero_()
 
 
-def _check_empty_schedule(op, a, b, N, out_dtype, backend, schedule) -> None:
+def _check_empty_schedule(op, a, b, N, out_dtype, backend, schedule, target=None) -> None:
     """An empty problem's backend and schedule: the error a non-empty call with these dtypes
     raises by a rule that needs no sizes, layout or GPU. The backend is resolved as a launch
-    would on a's device (``_resolve_backend``: "auto" picks one, a named one must be able to
-    run there), then the schedule checked against its rules (``_check_backend_schedule``).
-    Where no kernel runs (CPU without TRITON_INTERPRET=1, meta) "auto" checks nothing and a
-    named backend its schedule rules, if it imports."""
-    target = _kernel_target(a.device)
+    would on ``target`` (default: a's device; ``_resolve_backend``: "auto" picks one, a named
+    one must be able to run there), then the schedule checked against its rules
+    (``_check_backend_schedule``). Where no kernel runs (CPU without TRITON_INTERPRET=1, meta)
+    "auto" checks nothing and a named backend its schedule rules, if it imports."""
+    target = target or _kernel_target(a.device)
     if target is not None:
         tf32 = a.dtype == torch.float32 and matmul_uses_tf32()
         backend = _resolve_backend(op, N, a.shape[-1], a.dtype, out_dtype, backend, target, tf32)[0]
@@ -939,6 +941,8 @@ def _op_dtype(op, out, out_dtype, backend, reads, more=()):
     for name, t in (*reads, *((name, t) for name, t in more if t is not None)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+        if t.is_nested:  # the ops' dispatcher has no nested kernel (other layouts: the ops' own checks)
+            check_strided(name, t)
     if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
         raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
     if out is None:
@@ -1093,6 +1097,9 @@ def _instruction(plan: _Plan, a_dtype, b_dtype, a_major: str, b_major: str, tf32
         return ("no tensor-core instruction: tl.dot in full float32 precision runs as FMA on the CUDA cores "
                 "(TF32 is off; wgmma and mma take float32 only as TF32)")
     if target.vendor == "hip":
+        if target.arch.startswith("gfx942") and {a_dtype, b_dtype} & set(_FP8):
+            return ("v_mfma on float16 (Triton widens OCP float8 e4m3fn/e5m2 to float16 on gfx942, whose fp8 MFMA "
+                    "takes the FNUZ formats: fp8 runs at float16's rate there)")
         return f"v_mfma (Triton's compiler chooses it for {target.arch})"
     if not target.hopper:
         return f"mma.sync (Triton's compiler chooses it for {target.arch}; wgmma needs sm_90)"
@@ -1161,8 +1168,10 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
     dims = f"B={batch} M={M} N={N} K={K}" if ndim == 3 else f"M={M} N={N} K={K}"
     target = _explain_target(gpu, a.device)
     if not (M and N and K and batch):
-        _check_fp8_arch(a.dtype, b.dtype, target)  # as the empty call (_check_empty_schedule)
+        _check_backend(backend)  # the checks of the empty call (_empty), for the explained target
+        _check_schedule(schedule)
         dtype = _result_dtype(op, a.dtype, b.dtype, out_dtype)
+        _check_empty_schedule(op, a, b, N, dtype, backend, schedule, target)
         return Explanation(_PUBLIC[op], f"{dims}, {_name(a.dtype)} @ {_name(b.dtype)} -> {_name(dtype)}", target,
                            "none", None, "none: an empty problem returns zeros (or the bias) without a launch", "none",
                            ("M, N, K or the batch is 0",), None)
@@ -1346,8 +1355,15 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
         if not torch.cuda.is_available():
             raise ValueError("device: autotune times kernels on a GPU, but torch.cuda.is_available() is False")
         device = torch.device("cuda", torch.cuda.current_device())
-    device = torch.device(device)
-    target = _target_of(device)
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device: expected a torch.device, a device string such as 'cuda:0' or a CUDA device "
+                         f"index, got {device!r}") from None
+    target = _kernel_target(device)
+    if target is None:
+        raise ValueError(f"device: {device}; autotune times tlgemm's kernels on a CUDA (or ROCm) GPU (a CPU only "
+                         "under TRITON_INTERPRET=1, Triton's interpreter)")
     cache = cache if cache is not None else AutotuneCache()
     try:
         cache.directory.mkdir(parents=True, exist_ok=True)

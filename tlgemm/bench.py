@@ -1098,7 +1098,15 @@ def _percent(fraction: float | None) -> str:
 def median_rate(rates: Sequence[float]) -> float:
     """The rate at the median time of rounds given as rates (TFLOP/s of one problem): the
     median of their inverses, inverted. For an even count this is the rate at the two middle
-    times' mean, where the median of the rates would average two rates."""
+    times' mean, where the median of the rates would average two rates. ValueError for no
+    rates or one that is not a positive finite number (statistics.median orders NaN by its
+    place in the list, and 0 has no time)."""
+    rates = list(rates)
+    if not rates:
+        raise ValueError("rates: no rounds to take the median of")
+    bad = [rate for rate in rates if not (isinstance(rate, (int, float)) and 0 < rate < math.inf)]
+    if bad:
+        raise ValueError(f"rates: expected positive finite rates, got {bad[0]!r} among {len(rates)}")
     return 1 / statistics.median(1 / rate for rate in rates)
 
 

@@ -61,6 +61,7 @@ def test_explain_command_without_gpu():
     (["--dtype", "fp16", "--layout", "nn"], "B MN-major"),
     (["--gpu", "sm80"], "mma.sync"),
     (["--gpu", "gfx942"], "v_mfma"),
+    (["--gpu", "gfx942", "--dtype", "e4m3"], "Triton widens OCP float8 e4m3fn/e5m2 to float16 on gfx942"),
     (["--sm-count", "66"], "66 SMs"),
     (["--backend", "triton"], "backend:     triton"),
 ])
@@ -114,7 +115,7 @@ def test_inspect_refuses_a_non_hopper_target(capsys):
     (["explain", "64", "64", "64", "--backend", "tilelang", "--gpu", "gfx942"],
      "tlgemm: error: --backend: 'tilelang' cannot run this: gfx942 is not sm_90"),
     (["inspect", "64", "64", "64", "--dtype", "fp32", "--gpu", "sm90", "--emit", "tir"],
-     "tlgemm: error: backend: 'tilelang' cannot run this: float32 inputs with TF32 off"),
+     "tlgemm: error: --dtype: fp32 is float32 with TF32 off, which no TileLang kernel runs"),
 ])
 def test_errors_name_the_option(argv, message, capsys):
     """An API argument in a message is named as the option that sets it, where the command has

@@ -491,6 +491,55 @@ def test_addmm_type_names_are_qualified():
         tlgemm.addmm(torch.ones(12), a, b, alpha=np.bool_(True))
 
 
+def test_explain_of_an_empty_problem_checks_what_the_call_checks():
+    """explain returned backend 'none' for an empty problem whatever backend, schedule or
+    target it was given; the call itself refuses them."""
+    a, b = _meta(0, 8), _meta(8, 16)
+    for kwargs, error, message in (
+            (dict(backend="foo"), ValueError, r"^backend: expected 'auto', 'tilelang' or 'triton', got 'foo'$"),
+            (dict(schedule="128x128x64"), TypeError, r"^schedule: expected a tlgemm\.schedules\.Schedule or None"),
+            (dict(backend="tilelang", gpu="sm80"), ValueError, r"^backend: 'tilelang' cannot run this: sm_80 is not"),
+            (dict(gpu="sm80", a=_meta(0, 8, dtype=E4M3), b=_meta(8, 16, dtype=E4M3)), ValueError,
+             r"^a, b: float8_e4m3fn needs compute capability 8\.9")):
+        kwargs = dict(kwargs)
+        with pytest.raises(error, match=message):
+            tlgemm.explain(kwargs.pop("a", a), kwargs.pop("b", b), **kwargs)
+    assert tlgemm.explain(a, b).backend == "none"
+
+
+def test_explain_names_an_unhashable_gpu():
+    with pytest.raises(ValueError, match=r"^gpu: expected one of \['gfx942', 'sm80', 'sm90'\], .* got \['sm90'\]$"):
+        tlgemm.explain(_meta(4, 8), _meta(8, 16), gpu=["sm90"])
+
+
+@pytest.mark.parametrize("device, message", [
+    ("meta", r"^device: meta; autotune times tlgemm's kernels on a CUDA \(or ROCm\) GPU"),
+    ("cpu", r"^device: cpu; autotune times"),
+    ("gpu", r"^device: expected a torch\.device, a device string such as 'cuda:0' or a CUDA device index, got 'gpu'$"),
+    (3.5, r"^device: expected a torch\.device, .* got 3\.5$"),
+])
+def test_autotune_names_its_device(device, message):
+    """autotune blamed an argument 'a' it does not have (or raised torch's parse error) for a
+    device no kernel runs on."""
+    with pytest.raises(ValueError, match=message):
+        tlgemm.autotune([(64, 64, 64)], device=device, progress=False)
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_nested_tensors_are_named(requires_grad):
+    """A nested tensor reports the strided layout: it passed the layout check and failed in
+    torch ("NestedTensorImpl doesn't support sizes"), or in the dispatcher under autograd."""
+    nested = torch.nested.nested_tensor([torch.randn(4, 8)] * 2, requires_grad=requires_grad)
+    message = r"^{}: expected a dense \(strided\) tensor, got a nested tensor"
+    with pytest.raises(TypeError, match=message.format("a")):
+        tlgemm.bmm(nested, torch.randn(2, 8, 6))
+    with pytest.raises(TypeError, match=message.format("b")):
+        tlgemm.bmm(torch.randn(2, 6, 4), nested)
+    with pytest.raises(TypeError, match=message.format("b")):
+        tlgemm.addmm(torch.randn(4), torch.randn(3, 4), nested)
+
+
 def test_explain_checks_scaled_mm_bias():
     """explain described a scaled_mm with a bias the call refuses ([1, N], [M, N], a str)."""
     a, b = torch.empty(8, 256, dtype=torch.float8_e4m3fn), torch.empty(256, 64, dtype=torch.float8_e4m3fn)

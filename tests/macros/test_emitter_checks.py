@@ -286,3 +286,16 @@ def test_ss_and_rs_name_the_emitter_kind():
         _emitter(a_source="register").ss(None, None, None)
     with pytest.raises(ValueError, match="rs: the emitter was built with a_source='shared'"):
         _emitter().rs(None, None, None)
+
+
+@pytest.mark.parametrize("operands, kwargs, match", [
+    (("e4m3", "e5m2"), dict(block_k=128, b_major="MN"), r"^b_major: e5m2 operands must be K-major"),
+    (("bf16", "bf16"), dict(block_k=32, b_swizzle=128), r"^b_swizzle: B128 needs the contiguous extent \(32 x 2 B\)"),
+    (("bf16", "bf16"), dict(block_k=32, a_swizzle="x"), r"^a_swizzle: expected a SwizzleMode"),
+    (("bf16", "bf16"), dict(block_k=32, a_major="N"), r"^a_major: expected 'K' \(K-major\) or 'MN'"),
+    (("tf32", "tf32"), dict(block_k=32, a_major="MN"), r"^a_major: tf32 operands must be K-major"),
+])
+def test_operand_rules_name_the_emitters_argument(operands, kwargs, match):
+    """describe()'s rules named its own parameters (major, swizzle), not the emitter's."""
+    with pytest.raises(ValueError, match=match):
+        WGMMAEmitter(*operands, "f32", block_m=64, block_n=64, **kwargs)

@@ -313,6 +313,24 @@ def test_overlapping_or_mistyped_out_is_named(generator):
         TL.bmm(a[None], b[None], ONE_WG, out=torch.empty(1, 64, 64, dtype=torch.int32, device=DEV))
 
 
+def test_results_past_int32_are_refused_before_allocation():
+    """The launchers refuse a result (or C's row-padded temporary) of 2**31 elements or more
+    when they allocate it themselves, as they refuse such an out: the kernels index in int32."""
+    half = torch.float16
+    a, b = torch.zeros(46341, 64, dtype=half, device=DEV), torch.zeros(64, 46341, dtype=half, device=DEV)
+    message = r"^out: the result \({}\) would hold {} elements; the TileLang kernels index in int32"
+    with pytest.raises(ValueError, match=message.format("46341, 46341", 2147488281)):
+        TL.matmul(a, b, ONE_WG)
+    with pytest.raises(ValueError, match=r"^out: its row-padded temporary \(46340, 46400\) would hold 2150176000 "):
+        TL.matmul(a[:46340], b[:, :46337], ONE_WG)
+    with pytest.raises(ValueError, match=message.format("32769, 256, 256", 2147549184)):
+        TL.bmm(a[None, :256].expand(2**15 + 1, 256, 64), b[None, :, :256].expand(2**15 + 1, 64, 256), ONE_WG)
+    e4m3 = torch.float8_e4m3fn
+    x = torch.zeros(46341, 128, dtype=e4m3, device=DEV)
+    with pytest.raises(ValueError, match=message.format("46341, 46341", 2147488281)):
+        TL.blockscaled_matmul(x, x, torch.ones(46341, 1, device=DEV), torch.ones(363, 1, device=DEV))
+
+
 def test_empty_problems_launch_nothing(generator):
     """K = 0 gives zeros (plus the bias row), M, N or the batch = 0 an empty result, in the
     plain, batched and block-scaled launchers; outputs are poisoned first."""

@@ -304,6 +304,11 @@ BLOCKSCALED_CASES = {
     "bias_length": (_bs, {"bias": torch.randn(64)}, ValueError, r"bias: expected \[128\] or \[1, 128\], got shape \[64\]"),
     "bias_dtype": (_bs, {"bias": torch.ones(128, dtype=torch.int32)}, TypeError, r"bias: dtype must be one of"),
     "bias_type": (_bs, {"bias": [0.0] * 128}, TypeError, r"bias: expected a torch\.Tensor, got list"),
+    "result_int32": (lambda: (torch.empty(46341, 128, dtype=FP8, device="meta"),
+                              torch.empty(46341, 128, dtype=FP8, device="meta"),
+                              torch.empty(46341, 1, device="meta"), torch.empty(363, 1, device="meta")), {},
+                     ValueError, r"^out: the result \(46341, 46341\) would hold 2147488281 elements; the Triton "
+                                 r"kernels index in int32"),
 }
 
 
@@ -348,6 +353,10 @@ BMM_CASES = {
                     ValueError, r"out: strides \(0, 12, 1\) may make elements of shape \(2, 8, 12\) overlap"),
     "streamk": ((torch.randn(2, 8, 16), torch.randn(2, 16, 12)), {"schedule": BMM.streamk(3)}, ValueError,
                 r"schedule: streamk_tiles > 0 is not implemented for bmm"),
+    "result_int32": ((torch.randn(1, 256, 64).expand(2**15 + 1, 256, 64),
+                      torch.randn(1, 64, 256).expand(2**15 + 1, 64, 256)), {}, ValueError,
+                     r"^out: the result \(32769, 256, 256\) would hold 2147549184 elements; the Triton kernels index "
+                     r"in int32"),
     "scale_length": ((torch.randn(2, 8, 16), torch.randn(2, 16, 12)), {"scale_a": torch.ones(16)}, ValueError,
                      r"scale_a: expected one element, \[8\] or \[8, 1\], got shape \[16\]"),
 }

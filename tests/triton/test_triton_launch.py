@@ -40,6 +40,9 @@ CASES = {
                  r"b: on meta, but a is on cpu"),
     "span_int32": (lambda: (torch.empty(2**16, 2**15 + 1, device="meta"), torch.empty(2**15 + 1, 4, device="meta")),
                    {}, ValueError, r"a: spans \d+ elements; the Triton kernels index in int32"),
+    "result_int32": (lambda: (torch.empty(46341, 64, device="meta"), torch.empty(64, 46341, device="meta")), {},
+                     ValueError, r"^out: the result \(46341, 46341\) would hold 2147488281 elements; the Triton kernels "
+                                 r"index in int32"),
     "out_shape": (_ab, {"out": torch.empty(8, 11)}, ValueError, r"out: expected shape \(8, 12\), got \(8, 11\)"),
     "out_overlap": (_ab, {"out": torch.empty(8, 1).expand(8, 12)}, ValueError, r"out: strides \(1, 0\) may make elements"),
     "out_dtype_conflict": (_ab, {"out": torch.empty(8, 12), "out_dtype": torch.float16}, ValueError,

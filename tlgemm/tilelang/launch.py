@@ -56,9 +56,10 @@ import torch
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import SCALE_BLOCK as _SCALE_BLOCK
-from tlgemm._checks import (blockscaled_problem, check_int32_walk, check_no_overlap, check_not_negated,
-                             check_num_sms, check_out_dtype, check_out_reads, check_streamk_workspace, check_strided,
-                             cuda_limits, output_dtype, padded, remember, signature, stream_workspace, vector)
+from tlgemm._checks import (blockscaled_problem, check_int32_buffer, check_int32_walk, check_no_overlap,
+                             check_not_negated, check_num_sms, check_out_dtype, check_out_reads, check_streamk_workspace,
+                             check_strided, cuda_limits, output_dtype, padded, remember, signature, stream_workspace,
+                             vector)
 from tlgemm._checks import padded_copy as _k_major_copy
 from tlgemm import schedules
 from tlgemm.macros.operands import Major
@@ -93,6 +94,16 @@ def _check_tensor(name, t, ndim):
     check_not_negated(name, t)
     if t.numel() >= _INT32_INDEX:
         raise ValueError(f"{name}: {t.numel()} elements; the TileLang kernels index in int32 (< 2**31)")
+
+
+def _check_allocations(out, shape, c_shape) -> None:
+    """The int32 rule of ``_check_tensor`` for what a launch allocates: the result [.., M, N]
+    where no ``out`` is given, and C's row-padded temporary ``c_shape`` (None: C is written
+    directly)."""
+    if out is None:
+        check_int32_buffer("out", shape, "TileLang")
+    if c_shape is not None:
+        check_int32_buffer("out", c_shape, "TileLang", "its row-padded temporary")
 
 
 def _orientation(M, K, N, a_stride, b_stride, a_based, b_based, size):
@@ -484,6 +495,9 @@ def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
     a_major, b_major = ("MN" if how == "MN" else "K" for how in orientation[:2])
     step = _TMA_ALIGN // out_dtype.itemsize
     transposed, direct = _output_route(M, N, swap, out, step)
+    size = out_dtype.itemsize
+    c_shape = (N, padded(M, size)) if transposed else (M, padded(N, size))
+    _check_allocations(out, (N, M) if swap else (M, N), None if direct else c_shape)
     if schedule.streamk_tiles:
         check_streamk_workspace(sms, 1, schedule.block_m, schedule.block_n)
     kernel = _kernel_for(a.dtype, b.dtype, out_dtype, schedule, sms, smem_limit, a_major, b_major, modes[0], modes[1],
@@ -494,8 +508,6 @@ def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
         workspace = (sms, schedule.block_m, schedule.block_n, torch.int32 if a.dtype == torch.int8 else torch.float32)
     # persistent_gemm without scales and bias takes A, B, C only; streamk_gemm always all
     epilogue = modes[0] is not None or vectors[2] is not None or workspace is not None
-    size = out_dtype.itemsize
-    c_shape = (N, padded(M, size)) if transposed else (M, padded(N, size))
     return _Launch(_entry(kernel), (N, M) if swap else (M, N), out_dtype, swap, transposed, orientation, direct,
                    c_shape, epilogue, _placeholder(device), workspace)
 
@@ -564,6 +576,9 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
         if tuple(out.shape) != (batch, M, N):
             raise ValueError(f"out: expected shape {(batch, M, N)}, got {tuple(out.shape)}")
         check_no_overlap("out", out)
+    step = _TMA_ALIGN // out_dtype.itemsize
+    direct = (N % step == 0 and (out is None or (out.is_contiguous() and out.data_ptr() % _TMA_ALIGN == 0)))
+    _check_allocations(out, (batch, M, N), None if direct else (batch, M, padded(N, out_dtype.itemsize)))
     target = out if out is not None else torch.empty((batch, M, N), dtype=out_dtype, device=device)
     if not (batch and M and N):
         return target
@@ -580,8 +595,6 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
                          "MN" if a_how == "MN" else "K", "MN" if b_how == "MN" else "K", modes[0], modes[1],
                          None if vectors[2] is None else vectors[2].dtype, False, read_once(M, N, schedule),
                          batched=True)
-    step = _TMA_ALIGN // out_dtype.itemsize
-    direct = target.is_contiguous() and N % step == 0 and target.data_ptr() % _TMA_ALIGN == 0
     C = target if direct else torch.empty((batch, M, padded(N, out_dtype.itemsize)), dtype=out_dtype, device=device)
     if modes[0] is not None or vectors[2] is not None:
         ones = _placeholder(device)
@@ -1020,6 +1033,7 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
         return _empty_k(out if out is not None else torch.empty(shape, dtype=out_dtype, device=device), bias_vec)
     step = _TMA_ALIGN // out_dtype.itemsize
     direct = N % step == 0 and (out is None or (out.is_contiguous() and out.data_ptr() % _TMA_ALIGN == 0))
+    _check_allocations(out, shape, None if direct else (*batch, M, padded(N, out_dtype.itemsize)))
     if schedule.streamk_tiles:
         check_streamk_workspace(sms, 1, schedule.block_m, schedule.block_n)
     workspace = (sms, schedule.block_m, schedule.block_n, torch.float32) if schedule.streamk_tiles else None

@@ -53,10 +53,10 @@ from triton.runtime.errors import OutOfResources, PTXASError
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import (SCALE_BLOCK, VECTOR_BYTES, blockscaled_problem, by_signature, check_int32_walk,
-                             check_no_overlap, check_not_negated, check_num_sms, check_out_dtype, check_out_reads,
-                             check_streamk_workspace, check_strided, cuda_limits, loads_as_vectors, output_dtype,
-                             padded, padded_copy, stream_workspace, vector)
+from tlgemm._checks import (SCALE_BLOCK, VECTOR_BYTES, blockscaled_problem, by_signature, check_int32_buffer,
+                             check_int32_walk, check_no_overlap, check_not_negated, check_num_sms, check_out_dtype,
+                             check_out_reads, check_streamk_workspace, check_strided, cuda_limits, loads_as_vectors,
+                             output_dtype, padded, padded_copy, stream_workspace, vector)
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, persistent_programs, resolve_num_sms
 
 from .kernels import (
@@ -305,6 +305,8 @@ def _plan(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, allow_tf32, nu
     device = a.device
     if out is not None:
         _check_out(out, shape, out_dtype, ndim)
+    else:
+        check_int32_buffer("out", shape, "Triton")
     _check_device(device, (("b", b), ("out", out)))
     epilogue = scale_a is not None or scale_b is not None or bias is not None
     out_dtype = (output_dtype(a.dtype, out_dtype, epilogue) if out is None
@@ -586,6 +588,8 @@ def _blockscaled(names, a, b, scale_a, scale_b, schedule, out, out_dtype, bias, 
     if out is not None:
         _check_out(out, shape, out_dtype, ndim)
         out_dtype = out.dtype
+    else:
+        check_int32_buffer("out", shape, "Triton")
     out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
     source = "out_dtype" if out is None else "out"
     if not isinstance(out_dtype, torch.dtype):
