@@ -84,14 +84,19 @@ def test_block_scaled_fp8_takes_the_16_bit_bound():
 def test_a_16_bit_output_takes_the_16_bit_bound(generator, in_dtype, out_dtype):
     """A float32 or int8 product rounded to a 16-bit output failed the inputs' bound (1e-5, 0)
     although exact but for that rounding (tlgemm run and autotune with --out-dtype bf16); the
-    bound is DESIGN.md's 16-bit one there, and a result 5% off still fails."""
+    bound is OUTPUT_ROUNDING's there (1e-2 bfloat16, 2e-3 float16), and a result 5% off still
+    fails."""
     a = torch.randn(128, 256, generator=generator)
     b = torch.randn(256, 64, generator=generator)
     if in_dtype == torch.int8:
         a, b = (t.mul(20).round().clamp(-127, 127).to(torch.int8) for t in (a, b))
     ref = reference_gemm(a, b)
     assert 0 < assert_gemm_close(ref.to(out_dtype), ref, in_dtype) < 1e-2
-    with pytest.raises(AssertionError, match=r"relative Frobenius error .* > 1e-02"):
+    bound = 1e-2 if out_dtype == torch.bfloat16 else 2e-3
+    with pytest.raises(AssertionError, match=rf"relative Frobenius error .* > {bound:.0e}"):
         assert_gemm_close(ref.mul(1.05).to(out_dtype), ref, in_dtype)
+    if out_dtype == torch.float16:  # float32 run as bf16 (error about 1.7e-3) fails a float16 output's bound
+        with pytest.raises(AssertionError, match=r"relative Frobenius error .* > 2e-03"):
+            assert_gemm_close((a.bfloat16().double() @ b.bfloat16().double()).mul(1.001).half(), ref, in_dtype)
     with pytest.raises(AssertionError, match=r"relative Frobenius error"):
         assert_gemm_close(ref.mul(1.0001).to(torch.float32), ref, torch.float32)

@@ -1355,11 +1355,15 @@ def autotune(shapes: Iterable[tuple[int, int, int]], dtypes=torch.bfloat16, *, o
         if not torch.cuda.is_available():
             raise ValueError("device: autotune times kernels on a GPU, but torch.cuda.is_available() is False")
         device = torch.device("cuda", torch.cuda.current_device())
+    if isinstance(device, int) and not isinstance(device, bool):
+        device = f"cuda:{device}"  # torch's reading of a bare index
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError):
         raise ValueError(f"device: expected a torch.device, a device string such as 'cuda:0' or a CUDA device "
                          f"index, got {device!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device: {device}, but torch.cuda.is_available() is False here")
     target = _kernel_target(device)
     if target is None:
         raise ValueError(f"device: {device}; autotune times tlgemm's kernels on a CUDA (or ROCm) GPU (a CPU only "

@@ -517,6 +517,10 @@ def test_explain_names_an_unhashable_gpu():
     ("cpu", r"^device: cpu; autotune times"),
     ("gpu", r"^device: expected a torch\.device, a device string such as 'cuda:0' or a CUDA device index, got 'gpu'$"),
     (3.5, r"^device: expected a torch\.device, .* got 3\.5$"),
+    pytest.param("cuda:0", r"^device: cuda:0, but torch\.cuda\.is_available\(\) is False here$",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")),
+    pytest.param(0, r"^device: cuda:0, but torch\.cuda\.is_available\(\) is False here$",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")),
 ])
 def test_autotune_names_its_device(device, message):
     """autotune blamed an argument 'a' it does not have (or raised torch's parse error) for a
