@@ -163,19 +163,10 @@ class _Shape:
         return f"m{self.inst_m}n{self.inst_n}k{self.inst_k}"
 
 
-def _for_operand(operand: str, fn, *args):
-    """``fn(*args)`` with its ValueError about an operand's descriptor (``describe``,
-    ``Major.parse``) naming the emitter's argument: major -> a_major / b_major, swizzle ->
-    a_swizzle / b_swizzle, tile_mn -> block_m / block_n, tile_k -> block_k."""
-    names = {"major": f"{operand}_major", "swizzle": f"{operand}_swizzle",
-             "tile_mn": "block_m" if operand == "a" else "block_n", "tile_k": "block_k"}
-    try:
-        return fn(*args)
-    except ValueError as err:
-        head, sep, rest = str(err).partition(": ")
-        if sep and head in names:
-            raise ValueError(f"{names[head]}: {rest}") from None
-        raise
+def _operand_names(operand: str) -> dict[str, str]:
+    """``describe``'s parameters as the emitter's arguments for operand "a" or "b"."""
+    return {"major": f"{operand}_major", "swizzle": f"{operand}_swizzle",
+            "tile_mn": "block_m" if operand == "a" else "block_n", "tile_k": "block_k"}
 
 
 class WGMMAEmitter:
@@ -221,8 +212,8 @@ class WGMMAEmitter:
         self.b_type = element_type(b_dtype)
         self.accum = _accumulator(accum_dtype)
         _check_combination(self.a_type.name, self.b_type.name, self.accum)
-        self.a_major = _for_operand("a", Major.parse, a_major)
-        self.b_major = _for_operand("b", Major.parse, b_major)
+        self.a_major = Major.parse(a_major, "a_major")
+        self.b_major = Major.parse(b_major, "b_major")
         if not isinstance(a_source, str) or a_source not in ("shared", "register"):
             raise ValueError(f"a_source: expected 'shared' or 'register', got {a_source!r}")
         self.a_source = a_source
@@ -258,17 +249,19 @@ class WGMMAEmitter:
         self.wg_n = block_n // warpgroups_n
         self.shape = _Shape(64, widest_n(self.wg_n, self.a_type), inst_k)
         self._check_registers()
-        self.b_params: DescriptorParams = _for_operand(
-            "b", describe, block_n, block_k, self.b_type, self.b_major,
+        self.b_params: DescriptorParams = describe(
+            block_n, block_k, self.b_type, self.b_major,
             b_swizzle if b_swizzle is not None
-            else self._default_swizzle(block_n, self.b_major, self.b_type, self.shape.inst_n))
+            else self._default_swizzle(block_n, self.b_major, self.b_type, self.shape.inst_n),
+            names=_operand_names("b"))
         self.b_params.check_instruction(self.shape.inst_n)
         self.a_params: DescriptorParams | None = None
         if a_source == "shared":
-            self.a_params = _for_operand(
-                "a", describe, block_m, block_k, self.a_type, self.a_major,
+            self.a_params = describe(
+                block_m, block_k, self.a_type, self.a_major,
                 a_swizzle if a_swizzle is not None
-                else self._default_swizzle(block_m, self.a_major, self.a_type, self.shape.inst_m))
+                else self._default_swizzle(block_m, self.a_major, self.a_type, self.shape.inst_m),
+                names=_operand_names("a"))
             self.a_params.check_instruction(self.shape.inst_m)
         for name, params, side in (("A", self.a_params, "block_m"), ("B", self.b_params, "block_n")):
             if params is not None and params.tile_bytes > SMEM_ADDRESS_LIMIT:

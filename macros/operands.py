@@ -90,8 +90,9 @@ class Major(enum.Enum):
     MN = "MN"
 
     @classmethod
-    def parse(cls, value) -> "Major":
-        """A ``Major``, or its spelling "K" / "MN" (any case; also "K-major" / "MN-major").
+    def parse(cls, value, name: str = "major") -> "Major":
+        """A ``Major``, or its spelling "K" / "MN" (any case; also "K-major" / "MN-major");
+        errors name the argument ``name``.
 
         "M" and "N" are refused: in BLAS terms (``--layout nt``) "N" means not transposed,
         which is K-major for A, so reading "N" as MN-major would silently transpose it."""
@@ -103,7 +104,7 @@ class Major(enum.Enum):
                 return cls.K
             if text in ("MN", "MN-MAJOR"):
                 return cls.MN
-        raise ValueError(f"major: expected 'K' (K-major) or 'MN' (MN-major), got {value!r}; "
+        raise ValueError(f"{name}: expected 'K' (K-major) or 'MN' (MN-major), got {value!r}; "
                          "'M' / 'N' are not major names (in BLAS terms 'N' is not-transposed, K-major for A)")
 
 
@@ -148,10 +149,11 @@ class SwizzleMode(enum.Enum):
         raise ValueError(f"layout_type: {bits} is not a descriptor layout type (0..3)")
 
     @classmethod
-    def parse(cls, value) -> "SwizzleMode":
+    def parse(cls, value, name: str = "swizzle") -> "SwizzleMode":
         """A ``SwizzleMode``; its name ("NONE", "B32", "B64", "B128", any case); "32B", "64B",
         "128B", "none" or "interleave"; or the span in bytes, 0 / 32 / 64 / 128, as an int, a
-        numpy integer or a digit string. A bool is refused (False is no swizzle mode)."""
+        numpy integer or a digit string. A bool is refused (False is no swizzle mode). Errors
+        name the argument ``name``."""
         if isinstance(value, SwizzleMode):
             return value
         spans = {0, 32, 64, 128}
@@ -165,7 +167,7 @@ class SwizzleMode(enum.Enum):
                 return cls(aliases[key])
             if key.isdigit() and int(key) in spans:
                 return cls(int(key))
-        raise ValueError(f"swizzle: expected a SwizzleMode, one of its names NONE, B32, B64, B128, "
+        raise ValueError(f"{name}: expected a SwizzleMode, one of its names NONE, B32, B64, B128, "
                          f"'32B' / '64B' / '128B', or the span in bytes 0 / 32 / 64 / 128, got {value!r}")
 
 
@@ -461,13 +463,16 @@ class DescriptorParams:
                 f"{self.mn_atom_elems} {self.dtype.name} elements; {inst_mn} is not a multiple")
 
 
-def describe(tile_mn: int, tile_k: int, dtype, major="K", swizzle=None) -> DescriptorParams:
+def describe(tile_mn: int, tile_k: int, dtype, major="K", swizzle=None, *,
+             names: dict[str, str] | None = None) -> DescriptorParams:
     """Descriptor parameters for a ``tile_mn`` x ``tile_k`` operand tile.
 
     ``swizzle=None`` picks :func:`choose_swizzle` on the contiguous extent. Raises
     ``ValueError`` naming the rule for every case the enumeration proofs do not
     cover: MN-major 8/32-bit types, MN not a multiple of 8, K not a multiple of the
-    instruction K, a contiguous extent that is not whole swizzle rows.
+    instruction K, a contiguous extent that is not whole swizzle rows. Errors name the
+    parameter, or what ``names`` maps it to (a caller's own argument, e.g. "major" ->
+    "b_major").
 
     LBO/SBO (bytes), from the canonical layouts and the TMA panel layout:
     K-major swizzled: SBO = 8 rows x S (next 8-row group), LBO = 16 (unused).
@@ -475,22 +480,24 @@ def describe(tile_mn: int, tile_k: int, dtype, major="K", swizzle=None) -> Descr
     MN-major swizzled: SBO = 8 rows x S (next 8-deep K group), LBO = panel (next MN atom).
     MN-major none: SBO = panel = K x 16 (next MN core matrix), LBO = 128 (next 8-deep K group).
     """
-    tile_mn, tile_k = _int_arg("tile_mn", tile_mn), _int_arg("tile_k", tile_k)
+    name = {key: key for key in ("tile_mn", "tile_k", "major", "swizzle")} | (names or {})
+    tile_mn, tile_k = _int_arg(name["tile_mn"], tile_mn), _int_arg(name["tile_k"], tile_k)
     et = element_type(dtype)
-    major = Major.parse(major)
+    major = Major.parse(major, name["major"])
     if major is Major.MN and not et.allows_mn_major:
         raise ValueError(
-            f"major: {et.name} operands must be K-major; only 16-bit types may be MN-major "
+            f"{name['major']}: {et.name} operands must be K-major; only 16-bit types may be MN-major "
             "(PTX ISA, \"wgmma.mma_async\": imm-trans-a / imm-trans-b)")
     if tile_mn <= 0 or tile_mn % 8:
-        raise ValueError(f"tile_mn: {tile_mn} is not a positive multiple of 8 (core matrices are 8 rows)")
+        raise ValueError(f"{name['tile_mn']}: {tile_mn} is not a positive multiple of 8 (core matrices are 8 rows)")
     if tile_k <= 0 or tile_k % et.inst_k:
-        raise ValueError(f"tile_k: {tile_k} is not a positive multiple of the instruction K ({et.inst_k} for {et.name})")
+        raise ValueError(f"{name['tile_k']}: {tile_k} is not a positive multiple of the instruction K "
+                         f"({et.inst_k} for {et.name})")
     contiguous = tile_k if major is Major.K else tile_mn
-    swizzle = choose_swizzle(contiguous, et) if swizzle is None else SwizzleMode.parse(swizzle)
+    swizzle = choose_swizzle(contiguous, et) if swizzle is None else SwizzleMode.parse(swizzle, name["swizzle"])
     if contiguous * et.bytes % swizzle.span_bytes:
         raise ValueError(
-            f"swizzle: {swizzle.name} needs the contiguous extent ({contiguous} x {et.bytes} B) "
+            f"{name['swizzle']}: {swizzle.name} needs the contiguous extent ({contiguous} x {et.bytes} B) "
             f"to be whole {swizzle.span_bytes}-byte rows")
     rows = tile_mn if major is Major.K else tile_k
     span = swizzle.span_bytes

@@ -5,6 +5,7 @@ workspaces kept per stream, and the zero-padded operand copies both launchers ma
 the argument: TypeError for a wrong type or dtype, ValueError otherwise."""
 
 import functools
+import math
 
 import torch
 
@@ -57,9 +58,7 @@ def check_int32_buffer(name: str, shape, backend: str, what: str = "the result")
     """ValueError where a buffer a launcher allocates for the kernel (``what``: the result, or
     a temporary standing in for ``name``) holds 2**31 elements or more: the kernels index in
     int32, as for the tensors a caller passes."""
-    count = 1
-    for size in shape:
-        count *= size
+    count = math.prod(shape)
     if count > INT32_MAX:
         raise ValueError(f"{name}: {what} {tuple(shape)} would hold {count} elements; the {backend} kernels index "
                          "in int32 (< 2**31)")
