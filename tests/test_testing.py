@@ -1,10 +1,12 @@
 """tlgemm.testing's poison (every element of a poisoned tensor reads as not written) and its
 error measure."""
 
+import math
+
 import pytest
 import torch
 
-from tlgemm.testing import assert_gemm_close, poison_, poisoned, reference_gemm, relative_error
+from tlgemm.testing import assert_gemm_close, poison_, poisoned, reference_gemm, relative_error, worst_block
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn,
@@ -100,3 +102,42 @@ def test_a_16_bit_output_takes_the_16_bit_bound(generator, in_dtype, out_dtype):
             assert_gemm_close((a.bfloat16().double() @ b.bfloat16().double()).mul(1.001).half(), ref, in_dtype)
     with pytest.raises(AssertionError, match=r"relative Frobenius error"):
         assert_gemm_close(ref.mul(1.0001).to(torch.float32), ref, torch.float32)
+
+
+def test_a_wrong_tile_fails_where_the_whole_result_passes():
+    """One zeroed 64x64 block of a 2048x2048 result read 0.031 overall, under fp8's 5e-2: the
+    whole result's error averaged the wrong tile away."""
+    generator = torch.Generator().manual_seed(0)
+    ref = torch.randn(2048, 2048, generator=generator, dtype=torch.float64)
+    out = (ref * (1 + 1e-3 * torch.randn(ref.shape, generator=generator, dtype=torch.float64))).to(torch.bfloat16)
+    assert assert_gemm_close(out, ref, torch.float8_e4m3fn) < 5e-3
+    out[128:192, 512:576] = 0
+    assert 0.02 < relative_error(out, ref) < 5e-2
+    with pytest.raises(AssertionError, match=r"^result: relative Frobenius error 1\.000e\+00 in the 64x64 block at "
+                                             r"rows 128\.\. columns 512\.\., over 4x the bound 5e-02 for "
+                                             r"torch\.float8_e4m3fn \(whole result 3\.1\d\de-02\)$"):
+        assert_gemm_close(out, ref, torch.float8_e4m3fn)
+    assert worst_block(out, ref) == (1.0, (0, 128, 512))
+
+
+def test_a_wrong_block_of_a_batch_is_named():
+    generator = torch.Generator().manual_seed(1)
+    ref = torch.randn(3, 130, 200, generator=generator, dtype=torch.float64)
+    out = ref.clone()
+    out[2, 128:, 192:] *= 1.5  # the ragged corner block: 2 x 8 elements
+    with pytest.raises(AssertionError, match=r"in the 64x64 block at rows 128\.\. columns 192\.\. of batch 2, "):
+        assert_gemm_close(out, ref, torch.bfloat16)
+
+
+def test_blocks_whose_reference_cancels_are_held_to_the_whole_result():
+    """A block of one element whose reference is near zero (a ragged corner) keeps the error of its
+    neighbours: it is measured against what the whole reference's mean square gives it."""
+    generator = torch.Generator().manual_seed(2)
+    ref = torch.randn(129, 129, generator=generator, dtype=torch.float64)
+    ref[128, 128] = 1e-12
+    out = ref + 5e-3 * torch.randn(ref.shape, generator=generator, dtype=torch.float64)
+    out[128, 128] = 1e-2
+    err, where = worst_block(out, ref)
+    assert err < 2e-2 and assert_gemm_close(out, ref, torch.bfloat16) < 1e-2
+    assert worst_block(torch.zeros(3, 3), torch.zeros(3, 3)) == (0.0, (0, 0, 0))
+    assert worst_block(torch.full((3, 3), 1e-9), torch.zeros(3, 3))[0] == math.inf

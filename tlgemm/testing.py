@@ -135,13 +135,57 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return num / denom
 
 
+#: The blocks ``worst_block`` measures: [rows, columns] of the last two dimensions (the smallest
+#: tile any schedule writes is 64 rows by a multiple of 8 columns).
+ERROR_BLOCK = (64, 64)
+
+#: How far over the bound one block's error may go (``assert_gemm_close``). The whole result's
+#: relative error averages a wrong tile away: at fp8's 5e-2, one zeroed 128x256 tile of a
+#: 4096x4096 result reads 0.044 overall, 1.0 in its blocks.
+BLOCK_ERROR_FACTOR = 4
+
+
+def worst_block(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, tuple[int, ...]]:
+    """(error, index) of the ``ERROR_BLOCK`` of the last two dimensions with the largest relative
+    error, index = (batch, row, column) of its first element (the result a batch of one).
+
+    A block's error norm is taken relative to the larger of its reference's norm and what the
+    whole reference's mean square gives a block of its size, so a block whose values cancel to
+    near zero (a ragged corner of one element, say) is not held to its own small norm. A zero
+    reference takes an exact match (0, else inf), as in ``relative_error``.
+    """
+    if ref.dim() < 2 or ref.numel() == 0:
+        return relative_error(out, ref), (0,) * 3
+    rows, cols = ref.shape[-2:]
+    br, bc = ERROR_BLOCK
+    padding = (0, -cols % bc, 0, -rows % br)
+
+    def block_sums(t: torch.Tensor) -> torch.Tensor:
+        t = torch.nn.functional.pad(t.reshape(-1, rows, cols), padding)
+        return t.reshape(t.shape[0], t.shape[1] // br, br, t.shape[2] // bc, bc).sum(dim=(2, 4))
+
+    ref64 = ref.detach().to(torch.float64)
+    diff_sq = block_sums((out.detach().to(torch.float64).to(ref.device) - ref64) ** 2)
+    ref_sq = block_sums(ref64 ** 2)
+    count = block_sums(torch.ones(rows, cols, dtype=torch.float64, device=ref.device))
+    expected_sq = count * (ref64 ** 2).mean()
+    denom_sq = torch.maximum(ref_sq, expected_sq)
+    ratio = torch.where(denom_sq > 0, (diff_sq / denom_sq).sqrt(),
+                        torch.where(diff_sq > 0, math.inf, 0.0))
+    worst = int(ratio.argmax())
+    b, rest = divmod(worst, ratio.shape[1] * ratio.shape[2])
+    i, j = divmod(rest, ratio.shape[2])
+    return float(ratio.reshape(-1)[worst]), (b, i * br, j * bc)
+
+
 def assert_gemm_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype, *,
                       allow_tf32: bool = False, blockscaled: bool = False, what: str = "result") -> float:
-    """Check every element was written (no NaN left from poisoning) and the error bound
+    """Check every element was written (no NaN left from poisoning), the error bound
     (``tolerance`` of the inputs' ``dtype`` and out's dtype; ``blockscaled``: a block-scaled fp8
-    GEMM against its dequantised inputs).
+    GEMM against its dequantised inputs), and that no block of the result is more than
+    ``BLOCK_ERROR_FACTOR`` times over it (``worst_block``: a wrong tile in a large result).
 
-    Returns the measured relative error so callers can report it.
+    Returns the measured relative error of the whole result so callers can report it.
     """
     if out.shape != ref.shape:
         raise AssertionError(f"{what}: shape {tuple(out.shape)} != reference {tuple(ref.shape)}")
@@ -152,9 +196,15 @@ def assert_gemm_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype, 
             f"{what}: {int(nan.sum())} elements not written (NaN poison left), first at {idx}")
     err = relative_error(out, ref)
     tol = tolerance(dtype, allow_tf32=allow_tf32, blockscaled=blockscaled, out_dtype=out.dtype)
+    kind = "block-scaled " if blockscaled else ""
     if not (err <= tol) or math.isnan(err):
-        kind = "block-scaled " if blockscaled else ""
         raise AssertionError(f"{what}: relative Frobenius error {err:.3e} > {tol:.0e} for {kind}{dtype}")
+    block_err, (b, i, j) = worst_block(out, ref)
+    if not block_err <= BLOCK_ERROR_FACTOR * tol:
+        where = f"rows {i}.. columns {j}.." + (f" of batch {b}" if ref.dim() > 2 else "")
+        raise AssertionError(f"{what}: relative Frobenius error {block_err:.3e} in the {ERROR_BLOCK[0]}x"
+                             f"{ERROR_BLOCK[1]} block at {where}, over {BLOCK_ERROR_FACTOR}x the bound {tol:.0e} "
+                             f"for {kind}{dtype} (whole result {err:.3e})")
     return err
 
 
