@@ -135,8 +135,9 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return num / denom
 
 
-#: The blocks ``worst_block`` measures: [rows, columns] of the last two dimensions (the smallest
-#: tile any schedule writes is 64 rows by a multiple of 8 columns).
+#: The blocks ``worst_block`` measures: [rows, columns] of the last two dimensions; 4096 elements
+#: keep a block's error a steady statistic, few enough that a wrong tile stands out in its blocks
+#: (one wrong quarter of a block already reads 0.5).
 ERROR_BLOCK = (64, 64)
 
 #: How far over the bound one block's error may go (``assert_gemm_close``). The whole result's
@@ -147,7 +148,8 @@ BLOCK_ERROR_FACTOR = 4
 
 def worst_block(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, tuple[int, ...]]:
     """(error, index) of the ``ERROR_BLOCK`` of the last two dimensions with the largest relative
-    error, index = (batch, row, column) of its first element (the result a batch of one).
+    error; index = (batch, row, column) of the block's first element, the leading dimensions
+    flattened into one batch index (0 for a matrix).
 
     A block's error norm is taken relative to the larger of its reference's norm and what the
     whole reference's mean square gives a block of its size, so a block whose values cancel to
