@@ -426,9 +426,18 @@ def _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32) -> tuple[str
         except ImportError as err:
             hard = f"tlgemm.tilelang does not import here ({err})"
     size_in, size_out = a_dtype.itemsize, out_dtype.itemsize
-    if (K * size_in) % 16 or (N * size_in) % 16 or (N * size_out) % 16:
-        soft = (f"rows of K={K} or N={N} elements are not 16-byte aligned, which TMA needs: "
-                "TileLang pads K or goes through a temporary output (copies)")
+    # tlgemm.tilelang.launch's copy rule (its module docstring); an 8-bit b stored N-major is copied
+    # whatever N is (wgmma reads 8-bit operands K-major only), a K-major one's rows are K long
+    copies = []
+    if (K * size_in) % 16:
+        copies.append(f"K={K} ({K * size_in}-byte rows): TileLang zero-pads K in a copy of each operand")
+    if (N * size_out) % 16:
+        copies.append(f"N={N} ({N * size_out}-byte rows of the output): C goes through a padded temporary")
+    if size_in == 2 and (N * size_in) % 16:
+        copies.append(f"N={N} ({N * size_in}-byte rows of b): a b stored N-major ([K, N] row-major) is copied "
+                      "K-major")
+    if copies:
+        soft = "rows not 16-byte aligned, which TMA needs: " + "; ".join(copies)
     return hard, soft
 
 

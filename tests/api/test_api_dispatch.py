@@ -20,6 +20,18 @@ def _ab(M, N, K, dtype=torch.bfloat16, generator=None, b_cols=False):
     return a, b
 
 
+def test_explain_names_only_the_copies_the_tilelang_launch_makes(fake_gpu, generator):
+    """explain said "rows of K=256 or N=136 elements are not 16-byte aligned ... (copies)" for an fp8
+    GEMM with a K-major weight, which TileLang reads as it is (K rows of 256 bytes, C rows of 272)."""
+    a, b = _ab(64, 136, 256, E4M3, generator=generator, b_cols=True)
+    assert "aligned" not in tlgemm.explain(a, b).reasons[0]
+    a, b = _ab(64, 36, 64, generator=generator)
+    reason = tlgemm.explain(a, b).reasons[0]
+    assert "pads K" not in reason and reason.endswith(
+        "rows not 16-byte aligned, which TMA needs: N=36 (72-byte rows of the output): C goes through a padded "
+        "temporary; N=36 (72-byte rows of b): a b stored N-major ([K, N] row-major) is copied K-major")
+
+
 def test_auto_takes_tilelang_on_hopper_and_triton_elsewhere(fake_gpu, generator):
     a, b = _ab(64, 64, 64, generator=generator)
     tlgemm.matmul(a, b)
