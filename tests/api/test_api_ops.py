@@ -227,3 +227,22 @@ def test_gradients_have_the_inputs_shapes():
         tlgemm.bmm(x, tlgemm.matmul(out, w).expand(3, 9, 64)).sum().backward()
         assert a.grad.shape == a.shape and w.grad.shape == w.shape and bias.grad.shape == bias.shape
         assert x.grad.shape == x.shape
+
+
+def test_export_takes_a_dynamic_m_bounded_by_the_int32_rule():
+    """torch.export traces the op with a dynamic M; the int32 size rule (M·K < 2**31) leaves a guard
+    that an unbounded Dim violates, a bounded one satisfies (README)."""
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(64, 32))
+
+        def forward(self, x):
+            return tlgemm.matmul(x, self.w)
+
+    x = torch.randn(8, 64)
+    bounded = torch.export.Dim("m", max=2**31 // 64 - 1)
+    exported = torch.export.export(Layer(), (x,), dynamic_shapes={"x": {0: bounded}})
+    assert "tlgemm.matmul.default" in str(exported.graph)
+    with pytest.raises(torch._dynamo.exc.UserError, match=r"Constraints violated \(m\)"):
+        torch.export.export(Layer(), (x,), dynamic_shapes={"x": {0: torch.export.Dim("m")}})
