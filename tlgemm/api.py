@@ -15,9 +15,9 @@ Dtypes   a, b: float32, float16, bfloat16 (a and b alike), float8_e4m3fn / float
          float8_e4m3fn needs an NVIDIA GPU of compute capability 8.9 or newer (Triton's fp8e4nv).
 Devices  every tensor on one CUDA (or ROCm) device. CPU tensors are an error, except under
          TRITON_INTERPRET=1 (Triton's interpreter, for debugging) and for empty problems.
-         Meta tensors (any size) take the ops' fake implementations (below): shapes, dtypes
-         and the backend's name and schedule's type are checked, the result's shape and dtype
-         returned; whether the backend can run there and the schedule's rules are not.
+         Meta tensors take the ops' fake implementations (below): shapes, dtypes, the int32
+         size rule and the backend's name and schedule's type are checked, the result's shape
+         and dtype returned; whether the backend can run there and the schedule's rules are not.
 Empty    M, N, K or the batch = 0: no kernel runs. The result is empty, or zeros when K = 0
          (addmm: beta·bias broadcast; scaled_mm: its bias broadcast). Checked before devices;
          the backend as a non-empty call resolves it on the tensors' GPU or Triton's
@@ -65,10 +65,14 @@ Caches   the resolved backend, schedule and kernel are kept per (op, shape bucke
          schedule: a call matching one goes straight to the launcher's cached launch
          (tlgemm.tilelang.cached_launch; tlgemm.triton.cached_launch, the compiled Triton
          kernel, where that backend read a and b without a copy).
-torch    eager calls go straight to the kernels. Under torch.compile, when an input requires
-         grad, and for meta tensors, the same call goes through the torch.library ops
+torch    eager calls go straight to the kernels. Under torch.compile, torch.jit.trace, a
+         dispatch mode (make_fx's, FakeTensorMode, FlopCounterMode, ...) or a functorch
+         transform (torch.vmap), for tensor subclasses other than Parameter, when an input
+         requires grad, and for meta tensors, the same call goes through the torch.library ops
          tlgemm::matmul / addmm / bmm / scaled_mm (tlgemm.ops: fake implementations for
-         tracing; gradients for matmul, addmm and bmm, and for scaled_mm's bias). Under
+         tracing; gradients for matmul, addmm and bmm, and for scaled_mm's bias). They are
+         registered on the first use of an entry point, or by ``import tlgemm.ops`` (before
+         torch.export.load of a program that calls them, say). Under
          torch.autocast, matmul, addmm and bmm cast float inputs to its dtype as torch.mm,
          addmm and bmm do, except with out= (as torch's out= variants).
 """
@@ -922,6 +926,27 @@ def _autocast(out, *tensors):
     return tuple(t.to(dtype) if isinstance(t, torch.Tensor) and t.dtype in _AUTOCAST_FLOATS else t for t in tensors)
 
 
+#: Tensor types the kernels take as they are (a Parameter is a plain tensor to them); any other
+#: subclass (FakeTensor, DTensor, ...) dispatches through the op.
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+def _through_op(a, b, *more) -> bool:
+    """Whether the call must go through its torch.library op rather than straight to the kernels:
+    something records or redirects torch ops, which a direct launch would bypass (torch.compile,
+    torch.jit.trace, a dispatch mode such as make_fx's or FakeTensorMode, a functorch transform
+    such as vmap, a tensor subclass), or autograd must see it (``_needs_grad``). A few C calls
+    and type reads (matmul's repeated calls pass here)."""
+    if (torch.compiler.is_compiling() or torch._C._is_tracing() or torch._C._len_torch_dispatch_stack()
+            or torch._C._functorch.peek_interpreter_stack() is not None):
+        return True
+    plain = _PLAIN_TENSORS
+    if ((type(a) not in plain and isinstance(a, torch.Tensor)) or (type(b) not in plain and isinstance(b, torch.Tensor))
+            or (more and any(type(t) not in plain and isinstance(t, torch.Tensor) for t in more))):
+        return True
+    return _needs_grad(a, b, *more)
+
+
 def _on_meta(t) -> bool:
     """A meta tensor: no kernel can run, and the ops' fake implementations give the result's
     shape and dtype, as they do for a call that needs autograd."""
@@ -983,7 +1008,7 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     its dtype as torch.mm's are, unless out is given."""
     if out is None and torch._C._is_any_autocast_enabled():  # inline: matmul's repeat path passes here
         a, b = _autocast(out, a, b)
-    if torch.compiler.is_compiling() or _needs_grad(a, b):
+    if _through_op(a, b):
         return _matmul_op(a, b, out, out_dtype, backend, schedule)
     try:
         key = _repeat_key(a, b, out, out_dtype, backend, schedule)
@@ -1012,7 +1037,7 @@ def bmm(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
     an expanded, stride-0 batch is read without a copy on the Triton backend and copied once
     by TileLang's, whose 3-D TMA box needs a dense batch). Arguments (and autocast) as matmul."""
     a, b = _autocast(out, a, b)
-    if torch.compiler.is_compiling() or _needs_grad(a, b) or _on_meta(a):
+    if _through_op(a, b) or _on_meta(a):
         dtype = _op_dtype("bmm", out, out_dtype, backend, (("a", a), ("b", b)))
         result = torch.ops.tlgemm.bmm.default(a, b, dtype, backend, _schedule_arg(schedule))
         return _op_result(result, out)
@@ -1039,7 +1064,7 @@ def addmm(bias, a, b, *, alpha=1, beta=1, out=None, out_dtype=None, backend="aut
             raise TypeError(f"{name}: expected a real number (int, float, bool), got {kind_name}")
     alpha, beta = float(alpha), float(beta)  # torch's alpha= takes no Fraction, and a bool only for bool results
     bias, a, b = _autocast(out, bias, a, b)
-    if torch.compiler.is_compiling() or _needs_grad(bias, a, b) or _on_meta(a):
+    if _through_op(bias, a, b) or _on_meta(a):
         dtype = _op_dtype("addmm", out, out_dtype, backend, (("a", a), ("b", b)), (("bias", bias),))
         result = torch.ops.tlgemm.addmm.default(bias, a, b, alpha, beta, dtype, backend, _schedule_arg(schedule))
         return _op_result(result, out)
@@ -1058,7 +1083,7 @@ def scaled_mm(a, b, scale_a, scale_b, *, bias=None, out=None, out_dtype=None, ba
     the two layouts have one shape, so passing it untransposed is not detected.
     bias: [N], float. out (if given) must not share memory with a, b or the scales; a bias
     that shares it is copied first."""
-    if torch.compiler.is_compiling() or _needs_grad(a, b, scale_a, scale_b, bias) or _on_meta(a):
+    if _through_op(a, b, scale_a, scale_b, bias) or _on_meta(a):
         reads = (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b))
         dtype = _op_dtype("scaled_mm", out, out_dtype, backend, reads, (("bias", bias),))
         result = torch.ops.tlgemm.scaled_mm.default(a, b, scale_a, scale_b, bias, dtype, backend,

@@ -112,6 +112,24 @@ EMPTY_SCRIPT = textwrap.dedent(r"""
 """)
 
 
+TRACERS_SCRIPT = textwrap.dedent(r"""
+    import torch
+    import tlgemm
+    from tlgemm.testing import assert_gemm_close, random_operand, reference_gemm
+
+    g = torch.Generator().manual_seed(20261202)
+    a, b = random_operand((5, 40), torch.float16, generator=g), random_operand((40, 3), torch.float16, generator=g)
+    traced = torch.jit.trace(lambda x, y: tlgemm.matmul(x, y), (a, b))
+    assert "tlgemm::matmul" in str(traced.graph), traced.graph
+    c, d = random_operand((6, 40), torch.float16, generator=g), random_operand((40, 9), torch.float16, generator=g)
+    assert_gemm_close(traced(c, d), reference_gemm(c, d), torch.float16, what="replayed trace")
+    batch = random_operand((2, 5, 40), torch.float16, generator=g)
+    out = torch.vmap(lambda x: tlgemm.matmul(x, b))(batch)
+    assert_gemm_close(out, reference_gemm(batch, b), torch.float16, what="vmap")
+    print("traced ok")
+""")
+
+
 def _interpret(script: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
     return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
@@ -127,3 +145,11 @@ def test_empty_problem_in_the_interpreter_raises_the_schedule_error():
     non-empty call's error for a schedule Triton does not run."""
     result = _interpret(EMPTY_SCRIPT)
     assert result.returncode == 0 and "empty ok" in result.stdout, result.stderr[-4000:]
+
+
+def test_jit_trace_and_vmap_record_the_op():
+    """torch.jit.trace and torch.vmap saw matmul launch its kernel straight away: the trace failed
+    its sanity check and vmap handed batched tensors to the launcher; both now go through
+    tlgemm::matmul."""
+    result = _interpret(TRACERS_SCRIPT)
+    assert result.returncode == 0 and "traced ok" in result.stdout, result.stderr[-4000:]

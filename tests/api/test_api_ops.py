@@ -2,6 +2,9 @@
 implementations with the right shapes, dtypes and strides, and torch.compile(fullgraph=True)
 tracing models that call tlgemm (meta tensors: no data, no GPU)."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -229,9 +232,10 @@ def test_gradients_have_the_inputs_shapes():
         assert x.grad.shape == x.shape
 
 
-def test_export_takes_a_dynamic_m_bounded_by_the_int32_rule():
+def test_export_takes_a_dynamic_m_bounded_by_the_int32_rule(tmp_path):
     """torch.export traces the op with a dynamic M; the int32 size rule (M·K < 2**31) leaves a guard
-    that an unbounded Dim violates, a bounded one satisfies (README)."""
+    that an unbounded Dim violates, a bounded one satisfies; the program loads in a process that
+    imported tlgemm.ops (README)."""
     class Layer(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -246,3 +250,40 @@ def test_export_takes_a_dynamic_m_bounded_by_the_int32_rule():
     assert "tlgemm.matmul.default" in str(exported.graph)
     with pytest.raises(torch._dynamo.exc.UserError, match=r"Constraints violated \(m\)"):
         torch.export.export(Layer(), (x,), dynamic_shapes={"x": {0: torch.export.Dim("m")}})
+    saved = tmp_path / "layer.pt2"
+    torch.export.save(exported, saved)
+    load = f"import torch, tlgemm.ops; print(torch.export.load({str(saved)!r}).graph)"
+    result = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert "tlgemm.matmul.default" in result.stdout, result.stderr[-3000:]
+
+
+def _entry_point_calls(a, b, bias, scale):
+    """Each entry point once on [M, K] a and [K, N] b (8-bit copies for scaled_mm)."""
+    a8, b8 = a.to(torch.int8), b.to(torch.int8)
+    return (tlgemm.matmul(a, b), tlgemm.addmm(bias, a, b, beta=0.5), tlgemm.bmm(a[None], b[None]),
+            tlgemm.scaled_mm(a8, b8, scale, scale))
+
+
+@pytest.mark.parametrize("tracing_mode", ["fake", "symbolic"])
+def test_make_fx_records_the_ops(tracing_mode):
+    """make_fx (a dispatch mode: what torch.fx tools trace with) saw the entry points launch their
+    kernels straight away, on tensors without storage ("Cannot access data pointer of Tensor")."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    a, b = torch.randn(7, 32, dtype=torch.bfloat16), torch.randn(32, 5, dtype=torch.bfloat16)
+    bias, scale = torch.randn(5, dtype=torch.bfloat16), torch.ones(())
+    graph = str(make_fx(_entry_point_calls, tracing_mode=tracing_mode)(a, b, bias, scale).graph)
+    for name in OPS:
+        assert f"tlgemm.{name}.default" in graph, graph
+
+
+def test_fake_tensors_take_the_fake_implementations():
+    """FakeTensorMode's tensors (and FakeTensors passed outside it) went to the launchers."""
+    with FakeTensorMode() as mode:
+        a, b = torch.randn(7, 32, dtype=torch.bfloat16), torch.randn(32, 5, dtype=torch.bfloat16)
+        bias, scale = torch.randn(5, dtype=torch.bfloat16), torch.ones(())
+        results = _entry_point_calls(a, b, bias, scale)
+    assert [tuple(r.shape) for r in results] == [(7, 5), (7, 5), (1, 7, 5), (7, 5)]
+    assert [r.dtype for r in results] == [torch.bfloat16] * 4
+    fake_a = mode.from_tensor(torch.randn(7, 32))
+    assert tlgemm.matmul(fake_a, fake_a.t()).shape == (7, 7)
