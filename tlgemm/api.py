@@ -66,13 +66,14 @@ Caches   the resolved backend, schedule and kernel are kept per (op, shape bucke
          (tlgemm.tilelang.cached_launch; tlgemm.triton.cached_launch, the compiled Triton
          kernel, where that backend read a and b without a copy).
 torch    eager calls go straight to the kernels. Under torch.compile, torch.jit.trace, a
-         dispatch mode (make_fx's, FakeTensorMode, FlopCounterMode, ...) or a functorch
+         dispatch mode (make_fx's, FakeTensorMode, ...) or a functorch
          transform (torch.vmap), for tensor subclasses other than Parameter, when an input
          requires grad, and for meta tensors, the same call goes through the torch.library ops
          tlgemm::matmul / addmm / bmm / scaled_mm (tlgemm.ops: fake implementations for
          tracing; gradients for matmul, addmm and bmm, and for scaled_mm's bias). They are
          registered on the first use of an entry point, or by ``import tlgemm.ops`` (before
-         torch.export.load of a program that calls them, say). Under
+         torch.export.load of a program that calls them, say). Forward-mode AD
+         (torch.func.jvp, torch.autograd.forward_ad) is a NotImplementedError. Under
          torch.autocast, matmul, addmm and bmm cast float inputs to its dtype as torch.mm,
          addmm and bmm do, except with out= (as torch's out= variants).
 """
@@ -89,6 +90,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import torch
+from torch.autograd import forward_ad as _forward_ad
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT
 from tlgemm._checks import FP8 as _FP8
@@ -430,11 +432,13 @@ def _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32) -> tuple[str
         except ImportError as err:
             hard = f"tlgemm.tilelang does not import here ({err})"
     size_in, size_out = a_dtype.itemsize, out_dtype.itemsize
-    # tlgemm.tilelang.launch's copy rule (its module docstring); an 8-bit b stored N-major is copied
-    # whatever N is (wgmma reads 8-bit operands K-major only), a K-major one's rows are K long
+    # tlgemm.tilelang.launch's copy rule (_orientation); the layouts are not known here, so each copy is
+    # named with its condition. An 8- or 32-bit b stored N-major is copied whatever N is (wgmma reads
+    # only 16-bit operands MN-major); a K-major b's rows are K long.
     copies = []
     if (K * size_in) % 16:
-        copies.append(f"K={K} ({K * size_in}-byte rows): TileLang zero-pads K in a copy of each operand")
+        copies.append(f"K={K} ({K * size_in}-byte rows): unless a and b are both stored MN-major (K their outer "
+                      "dimension), TileLang zero-pads K in a copy of each operand")
     if (N * size_out) % 16:
         copies.append(f"N={N} ({N * size_out}-byte rows of the output): C goes through a padded temporary")
     if size_in == 2 and (N * size_in) % 16:
@@ -935,16 +939,35 @@ def _through_op(a, b, *more) -> bool:
     """Whether the call must go through its torch.library op rather than straight to the kernels:
     something records or redirects torch ops, which a direct launch would bypass (torch.compile,
     torch.jit.trace, a dispatch mode such as make_fx's or FakeTensorMode, a functorch transform
-    such as vmap, a tensor subclass), or autograd must see it (``_needs_grad``). A few C calls
-    and type reads (matmul's repeated calls pass here)."""
-    if (torch.compiler.is_compiling() or torch._C._is_tracing() or torch._C._len_torch_dispatch_stack()
-            or torch._C._functorch.peek_interpreter_stack() is not None):
+    such as vmap, a tensor subclass), or autograd must see it (an input requires grad, grad mode
+    on). Torch-function modes (``with torch.device(...)``) do not count. Forward-mode AD is
+    refused (``_refuse_forward_ad``). A few C calls and attribute reads on plain tensors (matmul's
+    repeated calls pass here); a non-tensor argument goes on to the eager path's validation."""
+    if torch.compiler.is_compiling():
+        _refuse_forward_ad(functorch=False)  # torch.compile does not trace functorch's interpreter stack
         return True
-    plain = _PLAIN_TENSORS
-    if ((type(a) not in plain and isinstance(a, torch.Tensor)) or (type(b) not in plain and isinstance(b, torch.Tensor))
-            or (more and any(type(t) not in plain and isinstance(t, torch.Tensor) for t in more))):
+    if (torch._C._is_tracing() or torch._C._len_torch_dispatch_stack()
+            or torch._C._functorch.peek_interpreter_stack() is not None or _forward_ad._current_level >= 0):
+        _refuse_forward_ad(functorch=True)
+        return True
+    if type(a) is torch.Tensor and type(b) is torch.Tensor and not more:
+        return (a.requires_grad or b.requires_grad) and torch.is_grad_enabled()
+    if any(type(t) not in _PLAIN_TENSORS and isinstance(t, torch.Tensor) for t in (a, b, *more)):
         return True
     return _needs_grad(a, b, *more)
+
+
+def _refuse_forward_ad(functorch: bool) -> None:
+    """NotImplementedError under forward-mode AD (torch.autograd.forward_ad's dual tensors, and
+    with ``functorch`` torch.func.jvp / jacfwd): the ops have reverse-mode gradients only, and
+    torch.func would drop their tangents silently (zeros)."""
+    jvp = _forward_ad._current_level >= 0 or functorch and any(
+        i.key() == torch._C._functorch.TransformType.Jvp
+        for i in torch._functorch.pyfunctorch.retrieve_all_functorch_interpreters())
+    if jvp:
+        raise NotImplementedError("tlgemm's GEMMs have no forward-mode AD (torch.autograd.forward_ad, torch.func.jvp "
+                                  "or jacfwd): use reverse mode (backward, torch.autograd.grad) or torch's own matmul "
+                                  "there")
 
 
 def _on_meta(t) -> bool:
@@ -1026,7 +1049,7 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
 
 
 def _matmul_op(a, b, out, out_dtype, backend, schedule):
-    """matmul through torch.ops.tlgemm.matmul (autograd, torch.compile, meta tensors)."""
+    """matmul through torch.ops.tlgemm.matmul (``_through_op``'s cases and meta tensors)."""
     dtype = _op_dtype("matmul", out, out_dtype, backend, (("a", a), ("b", b)))
     result = torch.ops.tlgemm.matmul.default(a, b, dtype, backend, _schedule_arg(schedule))
     return _op_result(result, out)

@@ -6,10 +6,11 @@ traces calls to tlgemm as single graph nodes. Each op has a fake implementation 
 output's shape, dtype and contiguous strides, after the same shape and dtype checks as the
 real call) and matmul, addmm and bmm have gradients (computed with the same ops); scaled_mm
 has one for its bias only (8-bit inputs and their scales have none, and its backward says
-so). The public functions in tlgemm.api call these ops under torch.compile, when an input
-requires grad and for meta tensors, and the kernels directly otherwise (the dispatcher costs
-several microseconds a call). Importing tlgemm.ops, or any tlgemm entry point, registers
-them.
+so). The public functions in tlgemm.api call these ops where something records or
+redirects torch ops (torch.compile, torch.jit.trace, dispatch modes, functorch transforms,
+tensor subclasses), when an input requires grad and for meta tensors, and the kernels directly
+otherwise (the dispatcher costs several microseconds a call): api._through_op. Importing
+tlgemm.ops, or any tlgemm entry point, registers them.
 """
 
 from __future__ import annotations

@@ -156,6 +156,8 @@ def worst_block(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, tuple[int,
     near zero (a ragged corner of one element, say) is not held to its own small norm. A zero
     reference takes an exact match (0, else inf), as in ``relative_error``.
     """
+    if out.shape != ref.shape:
+        raise ValueError(f"out: shape {tuple(out.shape)} != reference {tuple(ref.shape)}")
     if ref.dim() < 2 or ref.numel() == 0:
         return relative_error(out, ref), (0,) * 3
     rows, cols = ref.shape[-2:]
@@ -166,11 +168,16 @@ def worst_block(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, tuple[int,
         t = torch.nn.functional.pad(t.reshape(-1, rows, cols), padding)
         return t.reshape(t.shape[0], t.shape[1] // br, br, t.shape[2] // bc, bc).sum(dim=(2, 4))
 
+    def extents(n: int, block: int) -> torch.Tensor:
+        """Elements of each block along one dimension (the last one ragged)."""
+        return torch.tensor([min(block, n - start) for start in range(0, n, block)], dtype=torch.float64,
+                            device=ref.device)
+
     ref64 = ref.detach().to(torch.float64)
+    ref_squares = ref64 ** 2
     diff_sq = block_sums((out.detach().to(torch.float64).to(ref.device) - ref64) ** 2)
-    ref_sq = block_sums(ref64 ** 2)
-    count = block_sums(torch.ones(rows, cols, dtype=torch.float64, device=ref.device))
-    expected_sq = count * (ref64 ** 2).mean()
+    ref_sq = block_sums(ref_squares)
+    expected_sq = torch.outer(extents(rows, br), extents(cols, bc)) * ref_squares.mean()
     denom_sq = torch.maximum(ref_sq, expected_sq)
     ratio = torch.where(denom_sq > 0, (diff_sq / denom_sq).sqrt(),
                         torch.where(diff_sq > 0, math.inf, 0.0))

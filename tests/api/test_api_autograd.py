@@ -292,3 +292,21 @@ def test_plans_are_kept_per_read_major_of_b(fake_gpu, monkeypatch):
     assert not fake_gpu.tilelang.calls[-1][3].has_pow2_block_n
     tlgemm.matmul(a, random_operand((K, N), torch.bfloat16))
     assert fake_gpu.tilelang.calls[-1][3].has_pow2_block_n
+
+
+@pytest.mark.parametrize("call", [
+    lambda a, b: tlgemm.matmul(a, b), lambda a, b: tlgemm.bmm(a[None], b[None]),
+    lambda a, b: tlgemm.addmm(b[0], a, b),
+], ids=["matmul", "bmm", "addmm"])
+def test_forward_mode_ad_is_refused(fake_gpu, call):
+    """torch.func.jvp returned a zero tangent (the ops have no forward-mode formula) and a dual
+    tensor of torch.autograd.forward_ad launched the kernel and lost its tangent: both silently."""
+    import torch.autograd.forward_ad as forward_ad
+
+    a, b = torch.randn(4, 16, dtype=F16), torch.randn(16, 8, dtype=F16)
+    message = r"^tlgemm's GEMMs have no forward-mode AD \(torch\.autograd\.forward_ad, torch\.func\.jvp or jacfwd\)"
+    with pytest.raises(NotImplementedError, match=message):
+        torch.func.jvp(lambda x: call(x, b), (a,), (torch.ones_like(a),))
+    with forward_ad.dual_level(), pytest.raises(NotImplementedError, match=message):
+        call(forward_ad.make_dual(a, torch.ones_like(a)), b)
+    assert call(a, b).shape[-2:] == (4, 8)
