@@ -944,11 +944,11 @@ def _through_op(a, b, *more) -> bool:
     refused (``_refuse_forward_ad``). A few C calls and attribute reads on plain tensors (matmul's
     repeated calls pass here); a non-tensor argument goes on to the eager path's validation."""
     if torch.compiler.is_compiling():
-        _refuse_forward_ad(functorch=False)  # torch.compile does not trace functorch's interpreter stack
+        _refuse_forward_ad((a, b, *more), functorch=False)  # torch.compile does not trace functorch's stack
         return True
     if (torch._C._is_tracing() or torch._C._len_torch_dispatch_stack()
             or torch._C._functorch.peek_interpreter_stack() is not None or _forward_ad._current_level >= 0):
-        _refuse_forward_ad(functorch=True)
+        _refuse_forward_ad((a, b, *more), functorch=True)
         return True
     if type(a) is torch.Tensor and type(b) is torch.Tensor and not more:
         return (a.requires_grad or b.requires_grad) and torch.is_grad_enabled()
@@ -957,14 +957,15 @@ def _through_op(a, b, *more) -> bool:
     return _needs_grad(a, b, *more)
 
 
-def _refuse_forward_ad(functorch: bool) -> None:
-    """NotImplementedError under forward-mode AD (torch.autograd.forward_ad's dual tensors, and
-    with ``functorch`` torch.func.jvp / jacfwd): the ops have reverse-mode gradients only, and
-    torch.func would drop their tangents silently (zeros)."""
-    jvp = _forward_ad._current_level >= 0 or functorch and any(
-        i.key() == torch._C._functorch.TransformType.Jvp
-        for i in torch._functorch.pyfunctorch.retrieve_all_functorch_interpreters())
-    if jvp:
+def _refuse_forward_ad(tensors, functorch: bool) -> None:
+    """NotImplementedError under forward-mode AD (one of ``tensors`` a dual tensor of
+    torch.autograd.forward_ad, or with ``functorch`` a torch.func.jvp / jacfwd transform active):
+    the ops have reverse-mode gradients only, and torch.func would drop their tangents silently
+    (zeros)."""
+    dual = _forward_ad._current_level >= 0 and any(
+        isinstance(t, torch.Tensor) and _forward_ad.unpack_dual(t).tangent is not None for t in tensors)
+    if dual or functorch and any(i.key() == torch._C._functorch.TransformType.Jvp
+                                 for i in torch._functorch.pyfunctorch.retrieve_all_functorch_interpreters()):
         raise NotImplementedError("tlgemm's GEMMs have no forward-mode AD (torch.autograd.forward_ad, torch.func.jvp "
                                   "or jacfwd): use reverse mode (backward, torch.autograd.grad) or torch's own matmul "
                                   "there")
