@@ -432,18 +432,13 @@ def _tilelang_obstacles(op, N, K, a_dtype, out_dtype, target, tf32) -> tuple[str
         except ImportError as err:
             hard = f"tlgemm.tilelang does not import here ({err})"
     size_in, size_out = a_dtype.itemsize, out_dtype.itemsize
-    # tlgemm.tilelang.launch's copy rule (_orientation); the layouts are not known here, so each copy is
-    # named with its condition. An 8- or 32-bit b stored N-major is copied whatever N is (wgmma reads
-    # only 16-bit operands MN-major); a K-major b's rows are K long.
+    # the operands' own copies depend on their layouts, which explain() lists per operand (_tilelang_layout)
     copies = []
     if (K * size_in) % 16:
         copies.append(f"K={K} ({K * size_in}-byte rows): unless a and b are both stored MN-major (K their outer "
                       "dimension), TileLang zero-pads K in a copy of each operand")
     if (N * size_out) % 16:
         copies.append(f"N={N} ({N * size_out}-byte rows of the output): C goes through a padded temporary")
-    if size_in == 2 and (N * size_in) % 16:
-        copies.append(f"N={N} ({N * size_in}-byte rows of b): a b stored N-major ([K, N] row-major) is copied "
-                      "K-major")
     if copies:
         soft = "rows not 16-byte aligned, which TMA needs: " + "; ".join(copies)
     return hard, soft
