@@ -22,8 +22,13 @@ its R figures (one host drifts by several percent within minutes, so back-to-bac
 one row would compare the kernels at different moments). Each round draws a new order of the rows
 and of each row's kernels (``--seed``; the JSON's ``orders``): under the board's power limit a
 kernel's do_bench figure moves with what ran before it (results/core_speed.md), so no kernel keeps
-the first place after the checks' idle time or any other; ``--kernel-time`` adds cuBLAS's and
-tilelang's device time per call (tlgemm.bench.kernel_time_us, DeepGEMM's method). Targets (issue 6): the
+the first place after the checks' idle time or any other. The seed is drawn afresh unless given
+(a fixed seed repeats the same orders, and so the same bias, in every run). A ratio is the
+median of the per-round ratios, each between two kernels timed in the same round (the kernels
+of one round share its moment of the host's drift; a ratio of two medians can pair rounds
+minutes apart). ``--kernel-time`` adds cuBLAS's and tilelang's device time per call
+(tlgemm.bench.kernel_time_us, DeepGEMM's method). balanced_order.py times cuBLAS, tilelang and
+its group-8 variant in all six orders of the three, for the ratios alone. Targets (issue 6): the
 TileLang kernel >= 1.0x cuBLAS in bf16 and >= 1.05x in fp8 on these shapes.
 """
 
@@ -122,6 +127,12 @@ def table_of(rows):
     return table
 
 
+def paired_ratio(entry, label, baseline):
+    """The median over the rounds of ``label``'s figure over ``baseline``'s in the same round
+    (a JSON row of ``table_of``)."""
+    return statistics.median(a / b for a, b in zip(entry[f"{label}_rounds"], entry[f"{baseline}_rounds"]))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -129,7 +140,8 @@ def main():
     parser.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES))
     parser.add_argument("--rounds", type=int, default=1,
                         help="interleaved rounds: every kernel of every row once per round; a cell is the median")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the rounds' orders of rows and kernels")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the rounds' orders of rows and kernels (default: drawn afresh, kept in the JSON)")
     parser.add_argument("--kernel-time", action="store_true",
                         help="also cuBLAS's and tilelang's device time (tlgemm.bench.kernel_time_us, L2 evicted "
                              "before each call), median over the rounds")
@@ -144,7 +156,8 @@ def main():
                          "errors": errors, "rel_errors": rel_errors, "labels": labels,
                          "samples": {label: [] for label in checked},
                          "kernel_samples": {}})
-    rng, orders = random.Random(args.seed), []
+    seed = random.SystemRandom().randrange(2**31) if args.seed is None else args.seed
+    rng, orders = random.Random(seed), []
     for _ in range(args.rounds):
         order = []
         for row in rng.sample(rows, len(rows)):
@@ -160,12 +173,13 @@ def main():
         orders.append(order)
         result = {"gpu": props.name, "date": datetime.datetime.now().isoformat(timespec="seconds"),
                   "torch": torch.__version__, "tilelang": tilelang.__version__, "rounds": len(orders),
-                  "rep_ms": args.rep, "seed": args.seed, "orders": orders, "rows": table_of(rows)}
+                  "rep_ms": args.rep, "seed": seed, "orders": orders, "rows": table_of(rows)}
         with open(args.out, "w") as f:  # after every round: a cut-off run keeps what it measured
             json.dump(result, f, indent=1)
     table = result["rows"]
     labels = list(dict.fromkeys(label for row in rows for label in row["labels"]))
-    print(f"\n{props.name}; TFLOP/s (median of {args.rounds} round(s)), and tilelang's ratios")
+    print(f"\n{props.name}; TFLOP/s (median of {args.rounds} round(s)), and tilelang's ratios (median of the "
+          "per-round ratios)")
     ratios = [("tilelang", "cublas"), ("tilelang", "cublas_fast_accum")]
     if args.kernel_time:
         ratios += [("tilelang_kernel_time", "cublas_kernel_time"),
@@ -176,7 +190,7 @@ def main():
     print("|---" * (len(labels) + 2 + len(heads)) + "|")
 
     def ratio(r, tilelang, cublas):
-        return f"{r[tilelang] / r[cublas]:.3f}" if r.get(tilelang) and r.get(cublas) else "-"
+        return f"{paired_ratio(r, tilelang, cublas):.3f}" if r.get(tilelang) and r.get(cublas) else "-"
 
     for r in table:
         cells = [f"{r[k]:.0f}" if r.get(k) else "-" for k in labels]

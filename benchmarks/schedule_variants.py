@@ -46,9 +46,10 @@ def by_do_bench(rep_ms):
     return lambda fn: do_bench(fn, warmup=25, rep=rep_ms) * 1e-3
 
 
-def measure(name, dtype, M, N, K, variants, rounds, seconds, backend="tilelang"):
-    """{"tflops": median round per label, "rounds", "rel_err", "schedules"} for cuBLAS and each
-    labelled schedule (run by ``backend``) on fresh random inputs; ``seconds(fn)`` times one call."""
+def checked_calls(name, dtype, M, N, K, variants, backend="tilelang"):
+    """({label: call} for cuBLAS and each labelled schedule run by ``backend`` (None: the entry
+    point's own pick) on fresh random inputs, {label: relative error}); each call is checked
+    first against the float64 product on a NaN-poisoned output."""
     a = torch.randn(M, K, device="cuda").to(dtype)
     w = torch.randn(N, K, device="cuda").to(dtype)
     ref = reference_gemm(a, w.t())
@@ -64,6 +65,13 @@ def measure(name, dtype, M, N, K, variants, rounds, seconds, backend="tilelang")
             rel_errors[label] = assert_gemm_close(fn(), ref, dtype, what=f"{label} {name} {M}x{N}x{K}")
         except AssertionError as err:
             raise SystemExit(str(err)) from None
+    return kernels, rel_errors
+
+
+def measure(name, dtype, M, N, K, variants, rounds, seconds, backend="tilelang"):
+    """{"tflops": median round per label, "rounds", "rel_err", "schedules"} for cuBLAS and each
+    labelled schedule (run by ``backend``) on fresh random inputs; ``seconds(fn)`` times one call."""
+    kernels, rel_errors = checked_calls(name, dtype, M, N, K, variants, backend)
     flops = 2 * M * N * K
     times = {label: [] for label in kernels}
     for _ in range(rounds):
