@@ -620,15 +620,15 @@ def _read_once_notes(M: int, N: int, schedule: Schedule) -> list[str]:
 
 
 def _tilelang_layout(name: str, t: torch.Tensor, K: int) -> tuple[str, str]:
-    """What tlgemm.tilelang's launcher does with operand ``name`` (its documented copy rule),
-    and the major order ("K" or "MN") the kernel then reads; a batched operand must also be
-    dense across the batch."""
+    """What tlgemm.tilelang's launcher does with operand ``name`` by its own layout (its
+    documented copy rule), and the major order ("K" or "MN") the kernel then reads; a batched
+    operand must also be dense across the batch. K's padding, which depends on both operands,
+    is ``_tilelang_layouts``'s."""
     (rows, cols), (rs, cs), size = t.shape[-2:], t.stride()[-2:], t.element_size()
     based = t.data_ptr() % 16 == 0
-    pad = "; K zero-padded to whole 128-byte rows (a copy)" if K * size % 16 else ""
     if t.dim() == 3 and t.shape[0] > 1 and t.stride(0) != rows * cols:
         return ("copied to K-major by the TileLang launcher (the batch stride is not one matrix, which its "
-                f"3-D TMA box needs){pad}"), "K"
+                "3-D TMA box needs)"), "K"
 
     def dense(unit: int, lead: int, extent: int, single: bool) -> bool:
         return unit == 1 and (lead == extent or single)
@@ -638,11 +638,24 @@ def _tilelang_layout(name: str, t: torch.Tensor, K: int) -> tuple[str, str]:
     else:
         k_major, mn_major, mn = dense(rs, cs, K, cols == 1), dense(cs, rs, cols, K == 1), cols
     if k_major and based:
-        return f"K-major, read as it is{pad}", "K"
+        return "K-major, read as it is", "K"
     if mn_major and based and size == 2 and mn * size % 16 == 0:
         return "MN-major (16-bit), read as it is", "MN"
     return ("copied to K-major by the TileLang launcher (not a dense, 16-byte aligned K-major or 16-bit "
-            f"MN-major matrix){pad}"), "K"
+            "MN-major matrix)"), "K"
+
+
+def _tilelang_layouts(a: torch.Tensor, b: torch.Tensor, K: int) -> list[tuple[str, str]]:
+    """``_tilelang_layout`` of a and b with K's padding: where K's rows are no 16-byte multiple
+    (TMA's row pitch), the launcher zero-pads K to whole 128-byte rows in a copy of each operand
+    (tlgemm.tilelang.launch._oriented), unless both are read MN-major: then K is the outer
+    dimension of both, which TMA's box bounds need no padding for."""
+    layouts = [_tilelang_layout("a", a, K), _tilelang_layout("b", b, K)]
+    if K * a.element_size() % 16 == 0 or all(major == "MN" for _, major in layouts):
+        return layouts
+    padded = "K zero-padded to whole 128-byte rows"
+    return [(f"{state.removesuffix(', read as it is')}, copied with {padded}" if state.endswith("read as it is")
+             else f"{state}; {padded}", major) for state, major in layouts]
 
 
 @functools.cache
@@ -1252,9 +1265,10 @@ def explain(a, b, *, bias=None, scale_a=None, scale_b=None, out_dtype=None, back
         reasons.append(f"{' and '.join(negated)}: torch's negative bit (a lazily negated view) is resolved into a "
                        "copy (t.resolve_neg()) before the launch")
     majors = []
-    for name, t in (("a", a), ("b", b)):
-        if plan.backend == "tilelang":
-            state, major = _tilelang_layout(name, t, K)
+    tilelang_layouts = _tilelang_layouts(a, b, K) if plan.backend == "tilelang" else None
+    for i, (name, t) in enumerate((("a", a), ("b", b))):
+        if tilelang_layouts:
+            state, major = tilelang_layouts[i]
         else:
             why, order = _layout(t)
             if why is None:

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from tlgemm._checks import check_int32_walk
+from tlgemm.api import _tilelang_layouts
 from tlgemm.schedules import Schedule
 from tlgemm.tilelang import blockscaled_bmm, blockscaled_matmul, bmm, matmul
 from tlgemm.tilelang import launch
@@ -42,6 +43,34 @@ def test_orientation_keeps_the_product(generator, shape, dtype, layouts):
         assert (t.shape[-1] * t.element_size()) % 16 == 0, "TMA needs 16-byte row pitches"
     product = A.double() @ B.double()
     torch.testing.assert_close(product, a.double() @ b.double(), rtol=1e-12, atol=1e-12)
+
+
+def _laid_out(t, layout):
+    """t row-major (0), column-major (1) or as every other column of a wider matrix (2)."""
+    if layout == 1:
+        return t.t().contiguous().t()
+    if layout == 2:
+        return torch.cat([t, t], 1).reshape(t.shape[0], t.shape[1], 2)[..., 0]
+    return t
+
+
+@pytest.mark.parametrize("shape", [(16, 24, 29), (16, 24, 32), (8, 5, 29), (1, 8, 13), (9, 1, 17)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn, torch.float32])
+@pytest.mark.parametrize("layouts", [(x, y) for x in range(3) for y in range(3)])
+def test_explain_names_the_copies_the_launcher_makes(generator, shape, dtype, layouts):
+    """explain()'s operand lines (api._tilelang_layouts) say "read as it is" exactly for the
+    operands that the launcher's _oriented passes on without a copy, and the major it reads:
+    an MN-major operand is copied to pad K unless both operands are MN-major."""
+    M, N, K = shape
+    a = _laid_out(torch.randn(M, K, generator=generator).to(dtype), layouts[0])
+    b = _laid_out(torch.randn(K, N, generator=generator).to(dtype), layouts[1])
+    how = _orientation(M, K, N, a.stride(), b.stride(), a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
+                       a.element_size())
+    oriented = _oriented(a, b, *how)
+    for (state, major), given, ran, h in zip(_tilelang_layouts(a, b, K), (a, b), oriented, how[:2]):
+        read_as_given = ran.data_ptr() == given.data_ptr() and ran.stride() == given.stride()
+        assert state.endswith("read as it is") == read_as_given, (state, how)
+        assert major == ("MN" if h == "MN" else "K"), (state, how)
 
 
 @pytest.mark.parametrize("dtype, K, pad", [(torch.bfloat16, 1001, 23), (torch.bfloat16, 4001, 31),

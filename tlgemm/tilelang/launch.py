@@ -138,14 +138,12 @@ def _oriented(a, b, a_how, b_how, pad):
     zero-padded by ``pad``."""
     A = a if a_how != "copy" else _k_major_copy(a, pad)
     B = b if b_how != "copy" else _k_major_copy(b.mT, pad).mT
-    if pad and (a_how, b_how) != ("MN", "MN"):  # both MN-major: K is the outer dimension of both
-        if a_how == "K":
-            A = _k_major_copy(A, pad)
-        elif a_how == "MN":
+    # a copy is padded already, and an operand read K-major has no padding (its rows of K are 16-byte
+    # multiples); MN-major ones are padded unless both are: then K is the outer dimension of both
+    if pad and (a_how, b_how) != ("MN", "MN"):
+        if a_how == "MN":
             A = torch.nn.functional.pad(A.mT, (0, 0, 0, pad)).mT
-        if b_how == "K":
-            B = _k_major_copy(B.mT, pad).mT
-        elif b_how == "MN":
+        if b_how == "MN":
             B = torch.nn.functional.pad(B, (0, 0, 0, pad))
     return A, B
 
