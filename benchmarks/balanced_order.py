@@ -4,8 +4,9 @@ schedule and the same schedule with raster groups of 8 tile rows, on core_speed.
     python benchmarks/balanced_order.py --out PATH [--cycles 4] [--rep 200] [--dtypes bf16 fp8]
 
 Why: under the board's power limit a kernel's do_bench figure moves with what ran just before
-it (results/core_speed.md), and core_speed.py draws its rounds' orders from a fixed seed, so
-every run of it repeats the same positions and the same bias. Here each cycle runs the three
+it (results/core_speed.md), and a few rounds in random orders (core_speed.py) leave each kernel
+more often in some places than in others; until 2026-12-02 core_speed.py's fixed seed repeated
+the same orders, and the same bias, in every run. Here each cycle runs the three
 kernels of every row in all six of their orders (rows interleaved, the row order drawn afresh
 per order), so each kernel runs first, second and third equally often and after each of the
 others equally often. Every kernel is checked first against the float64 product of the same
@@ -61,7 +62,8 @@ def summary(row):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
-    parser.add_argument("--cycles", type=int, default=4, help="passes over all six orders of the three kernels")
+    parser.add_argument("--cycles", type=int, default=4, choices=range(1, 101), metavar="1..100",
+                        help="passes over all six orders of the three kernels")
     parser.add_argument("--rep", type=int, default=200, help="do_bench measuring time per kernel, ms")
     parser.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES))
     parser.add_argument("--seed", type=int, default=0, help="seed of the row orders")

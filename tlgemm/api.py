@@ -36,7 +36,7 @@ Layout   (the copy rule; explain() lists each copy) Triton: a matrix is read as 
          (tlgemm.tilelang.launch): dense K-major operands (a row-major, b column-major) and,
          for 16-bit inputs, dense MN-major ones are read as they are, anything else is copied
          once to K-major; TMA needs 16-byte aligned rows, so K is zero-padded (a copy) when
-         K's rows are not, and the result goes through a temporary when N's rows are not or
+         K's rows are not, unless both operands are MN-major, and the result goes through a temporary when N's rows are not or
          `out` is not a dense row-major matrix. bmm's operands must also be dense across the
          batch (its 3-D TMA box): another batch stride, a broadcast (0) one included, is
          copied once. "auto" keeps TileLang when K or N rows are not 16-byte aligned: with its
@@ -95,8 +95,8 @@ from torch.autograd import forward_ad as _forward_ad
 from tlgemm._checks import FLOAT_OUT as _FLOAT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import (SCALE_BLOCK, check_no_overlap, check_not_negated, check_out_dtype, check_out_reads,
-                             check_strided, loads_as_vectors, matmul_uses_tf32, may_share_memory, remember,
-                             signature)
+                             check_strided, loads_as_vectors, matmul_uses_tf32, may_share_memory, padded,
+                             remember, signature)
 from tlgemm.schedules import AutotuneCache, Schedule, Selection, cdiv, m_bucket, num_programs, select
 
 __all__ = ["matmul", "addmm", "bmm", "scaled_mm", "explain", "autotune", "Explanation", "AutotuneResult",
@@ -637,12 +637,12 @@ def _tilelang_layout(name: str, t: torch.Tensor, K: int) -> tuple[str, str]:
         k_major, mn_major, mn = dense(cs, rs, K, rows == 1), dense(rs, cs, rows, K == 1), rows
     else:
         k_major, mn_major, mn = dense(rs, cs, K, cols == 1), dense(cs, rs, cols, K == 1), cols
-    if k_major and based:
+    if k_major and based and K * size % 16 == 0:
         return "K-major, read as it is", "K"
     if mn_major and based and size == 2 and mn * size % 16 == 0:
         return "MN-major (16-bit), read as it is", "MN"
-    return ("copied to K-major by the TileLang launcher (not a dense, 16-byte aligned K-major or 16-bit "
-            "MN-major matrix)"), "K"
+    return ("copied to K-major by the TileLang launcher (not a dense, 16-byte aligned K-major matrix with rows of "
+            "K in 16-byte multiples, nor such a 16-bit MN-major one)"), "K"
 
 
 def _tilelang_layouts(a: torch.Tensor, b: torch.Tensor, K: int) -> list[tuple[str, str]]:
@@ -653,9 +653,9 @@ def _tilelang_layouts(a: torch.Tensor, b: torch.Tensor, K: int) -> list[tuple[st
     layouts = [_tilelang_layout("a", a, K), _tilelang_layout("b", b, K)]
     if K * a.element_size() % 16 == 0 or all(major == "MN" for _, major in layouts):
         return layouts
-    padded = "K zero-padded to whole 128-byte rows"
-    return [(f"{state.removesuffix(', read as it is')}, copied with {padded}" if state.endswith("read as it is")
-             else f"{state}; {padded}", major) for state, major in layouts]
+    zeros = f"K zero-padded from {K} to {padded(K, a.element_size())} (whole 128-byte rows of K)"
+    return [(f"{state.removesuffix(', read as it is')}, copied with {zeros}" if state.endswith("read as it is")
+             else f"{state}; {zeros}", major) for state, major in layouts]
 
 
 @functools.cache

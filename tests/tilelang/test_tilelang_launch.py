@@ -46,21 +46,26 @@ def test_orientation_keeps_the_product(generator, shape, dtype, layouts):
 
 
 def _laid_out(t, layout):
-    """t row-major (0), column-major (1) or as every other column of a wider matrix (2)."""
+    """t row-major (0), column-major (1), as every other column of a wider matrix (2), or
+    row-major one element past a 16-byte boundary (3)."""
     if layout == 1:
         return t.t().contiguous().t()
     if layout == 2:
         return torch.cat([t, t], 1).reshape(t.shape[0], t.shape[1], 2)[..., 0]
+    if layout == 3:
+        return torch.cat([t.new_zeros(1), t.flatten()])[1:].view(t.shape)
     return t
 
 
-@pytest.mark.parametrize("shape", [(16, 24, 29), (16, 24, 32), (8, 5, 29), (1, 8, 13), (9, 1, 17)])
+@pytest.mark.parametrize("shape", [(16, 24, 29), (16, 24, 32), (8, 5, 29), (1, 8, 13), (9, 1, 17), (64, 128, 1),
+                                   (8, 8, 1), (16, 16, 8)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn, torch.float32])
-@pytest.mark.parametrize("layouts", [(x, y) for x in range(3) for y in range(3)])
+@pytest.mark.parametrize("layouts", [(x, y) for x in range(4) for y in range(4)])
 def test_explain_names_the_copies_the_launcher_makes(generator, shape, dtype, layouts):
     """explain()'s operand lines (api._tilelang_layouts) say "read as it is" exactly for the
-    operands that the launcher's _oriented passes on without a copy, and the major it reads:
-    an MN-major operand is copied to pad K unless both operands are MN-major."""
+    operands that the launcher's _oriented passes on without a copy, "copied" for the others,
+    and the major it reads: an MN-major operand is copied to pad K unless both operands are
+    MN-major, and with K = 1 a 16-bit operand that is dense both ways is read MN-major."""
     M, N, K = shape
     a = _laid_out(torch.randn(M, K, generator=generator).to(dtype), layouts[0])
     b = _laid_out(torch.randn(K, N, generator=generator).to(dtype), layouts[1])
@@ -69,8 +74,10 @@ def test_explain_names_the_copies_the_launcher_makes(generator, shape, dtype, la
     oriented = _oriented(a, b, *how)
     for (state, major), given, ran, h in zip(_tilelang_layouts(a, b, K), (a, b), oriented, how[:2]):
         read_as_given = ran.data_ptr() == given.data_ptr() and ran.stride() == given.stride()
-        assert state.endswith("read as it is") == read_as_given, (state, how)
+        assert ("read as it is" in state) == read_as_given != ("copied" in state), (state, how)
         assert major == ("MN" if h == "MN" else "K"), (state, how)
+        if how[2] and not read_as_given:
+            assert f"K zero-padded from {K} to {K + how[2]}" in state, (state, how)
 
 
 @pytest.mark.parametrize("dtype, K, pad", [(torch.bfloat16, 1001, 23), (torch.bfloat16, 4001, 31),
