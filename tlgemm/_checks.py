@@ -325,6 +325,26 @@ def loads_as_vectors(t: torch.Tensor) -> bool:
     return t.data_ptr() % VECTOR_BYTES == 0 and (pitch * t.element_size()) % VECTOR_BYTES == 0
 
 
+#: TMA's alignment of a tensor's base address and of its row pitch, in bytes (cuTensorMapEncodeTiled).
+TMA_ALIGN = 16
+
+
+def tma_read(mn: int, K: int, k_stride: int, mn_stride: int, based: bool, size: int) -> str:
+    """How the TileLang launcher reads one operand of ``mn`` x ``K`` elements of ``size`` bytes
+    (a [M, K] or b [K, N]) by its own layout: "K" (K-major, as it is), "MN" (MN-major, as it is:
+    16-bit inputs only, wgmma's transposed operand) or "copy" (one K-major copy). Read as it is
+    needs a dense matrix whose data (``based``) and rows lie on TMA_ALIGN bytes; a single row
+    or column is dense either way."""
+    def dense(unit: int, lead: int, extent: int, single: bool) -> bool:
+        return unit == 1 and (lead == extent or single) and based and (extent * size) % TMA_ALIGN == 0
+
+    if dense(k_stride, mn_stride, K, mn == 1):
+        return "K"
+    if size == 2 and dense(mn_stride, k_stride, mn, K == 1):
+        return "MN"
+    return "copy"
+
+
 def padded(extent: int, size: int) -> int:
     """``extent`` elements of ``size`` bytes rounded up to a whole ``PITCH``."""
     return extent + (-extent) % (PITCH // size)

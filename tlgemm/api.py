@@ -36,8 +36,8 @@ Layout   (the copy rule; explain() lists each copy) Triton: a matrix is read as 
          (tlgemm.tilelang.launch): dense K-major operands (a row-major, b column-major) and,
          for 16-bit inputs, dense MN-major ones are read as they are, anything else is copied
          once to K-major; TMA needs 16-byte aligned rows, so K is zero-padded (a copy) when
-         K's rows are not, unless both operands are MN-major, and the result goes through a temporary when N's rows are not or
-         `out` is not a dense row-major matrix. bmm's operands must also be dense across the
+         K's rows are not, unless both operands are MN-major, and the result goes through a
+         temporary when N's rows are not or `out` is not a dense row-major matrix. bmm's operands must also be dense across the
          batch (its 3-D TMA box): another batch stride, a broadcast (0) one included, is
          copied once. "auto" keeps TileLang when K or N rows are not 16-byte aligned: with its
          copies it ran 1.2-69x faster on the H100 than the Triton kernels (which load such
@@ -94,9 +94,9 @@ from torch.autograd import forward_ad as _forward_ad
 
 from tlgemm._checks import FLOAT_OUT as _FLOAT
 from tlgemm._checks import FP8 as _FP8
-from tlgemm._checks import (SCALE_BLOCK, check_no_overlap, check_not_negated, check_out_dtype, check_out_reads,
-                             check_strided, loads_as_vectors, matmul_uses_tf32, may_share_memory, padded,
-                             remember, signature)
+from tlgemm._checks import (SCALE_BLOCK, TMA_ALIGN, check_no_overlap, check_not_negated, check_out_dtype,
+                             check_out_reads, check_strided, loads_as_vectors, matmul_uses_tf32, may_share_memory,
+                             padded, remember, signature, tma_read)
 from tlgemm.schedules import AutotuneCache, Schedule, Selection, cdiv, m_bucket, num_programs, select
 
 __all__ = ["matmul", "addmm", "bmm", "scaled_mm", "explain", "autotune", "Explanation", "AutotuneResult",
@@ -620,26 +620,19 @@ def _read_once_notes(M: int, N: int, schedule: Schedule) -> list[str]:
 
 
 def _tilelang_layout(name: str, t: torch.Tensor, K: int) -> tuple[str, str]:
-    """What tlgemm.tilelang's launcher does with operand ``name`` by its own layout (its
-    documented copy rule), and the major order ("K" or "MN") the kernel then reads; a batched
+    """What tlgemm.tilelang's launcher does with operand ``name`` by its own layout (its copy
+    rule, ``tma_read``), and the major order ("K" or "MN") the kernel then reads; a batched
     operand must also be dense across the batch. K's padding, which depends on both operands,
     is ``_tilelang_layouts``'s."""
-    (rows, cols), (rs, cs), size = t.shape[-2:], t.stride()[-2:], t.element_size()
-    based = t.data_ptr() % 16 == 0
+    (rows, cols), (rs, cs) = t.shape[-2:], t.stride()[-2:]
     if t.dim() == 3 and t.shape[0] > 1 and t.stride(0) != rows * cols:
         return ("copied to K-major by the TileLang launcher (the batch stride is not one matrix, which its "
                 "3-D TMA box needs)"), "K"
-
-    def dense(unit: int, lead: int, extent: int, single: bool) -> bool:
-        return unit == 1 and (lead == extent or single)
-
-    if name == "a":
-        k_major, mn_major, mn = dense(cs, rs, K, rows == 1), dense(rs, cs, rows, K == 1), rows
-    else:
-        k_major, mn_major, mn = dense(rs, cs, K, cols == 1), dense(cs, rs, cols, K == 1), cols
-    if k_major and based and K * size % 16 == 0:
+    mn, k_stride, mn_stride = (rows, cs, rs) if name == "a" else (cols, rs, cs)
+    how = tma_read(mn, K, k_stride, mn_stride, t.data_ptr() % TMA_ALIGN == 0, t.element_size())
+    if how == "K":
         return "K-major, read as it is", "K"
-    if mn_major and based and size == 2 and mn * size % 16 == 0:
+    if how == "MN":
         return "MN-major (16-bit), read as it is", "MN"
     return ("copied to K-major by the TileLang launcher (not a dense, 16-byte aligned K-major matrix with rows of "
             "K in 16-byte multiples, nor such a 16-bit MN-major one)"), "K"
@@ -959,7 +952,7 @@ def _through_op(a, b, *more) -> bool:
         _refuse_forward_ad((a, b, *more), functorch=True)
         return True
     if type(a) is torch.Tensor and type(b) is torch.Tensor and not more:
-        return (a.requires_grad or b.requires_grad) and torch.is_grad_enabled()
+        return _needs_grad(a, b)
     if any(type(t) not in _PLAIN_TENSORS and isinstance(t, torch.Tensor) for t in (a, b, *more)):
         return True
     return _needs_grad(a, b, *more)

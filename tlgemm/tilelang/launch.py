@@ -56,10 +56,11 @@ import torch
 from tlgemm._checks import FLOAT_OUT as _FLOAT_OUT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import SCALE_BLOCK as _SCALE_BLOCK
+from tlgemm._checks import TMA_ALIGN as _TMA_ALIGN
 from tlgemm._checks import (blockscaled_problem, check_int32_buffer, check_int32_walk, check_no_overlap,
                              check_not_negated, check_num_sms, check_out_dtype, check_out_reads, check_streamk_workspace,
                              check_strided, cuda_limits, output_dtype, padded, remember, signature, stream_workspace,
-                             vector)
+                             tma_read, vector)
 from tlgemm._checks import padded_copy as _k_major_copy
 from tlgemm import schedules
 from tlgemm.macros.operands import Major
@@ -78,7 +79,6 @@ __all__ = ["matmul", "persistent_matmul", "streamk_matmul", "bmm", "schedule_tra
 _WGMMA_INPUT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "tf32",
                 torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2", torch.int8: "s8"}
 _STORAGE = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.int32: "int32"}
-_TMA_ALIGN = 16
 _INT32_INDEX = 2**31
 #: Grid bound of a non-persistent schedule: min(bound, tiles) = one program per tile.
 _ONE_PROGRAM_PER_TILE = 2**31 - 1
@@ -107,28 +107,12 @@ def _check_allocations(out, shape, c_shape) -> None:
 
 
 def _orientation(M, K, N, a_stride, b_stride, a_based, b_based, size):
-    """(how A is read, how B is read, K padding) per the module's copy rule, from the
-    operands' strides and base alignment: "K" / "MN" read as they are, "copy" = one K-major
-    copy."""
-    sixteen_bit = size == 2
+    """(how A is read, how B is read, K padding) per the module's copy rule
+    (tlgemm._checks.tma_read), from the operands' strides and base alignment: "K" / "MN" read
+    as they are, "copy" = one K-major copy."""
     pad = padded(K, size) - K if (K * size) % _TMA_ALIGN else 0
-
-    def pitch_ok(extent):
-        return (extent * size) % _TMA_ALIGN == 0
-
-    if a_stride[1] == 1 and (a_stride[0] == K or M == 1) and a_based and pitch_ok(K):
-        a_how = "K"
-    elif sixteen_bit and a_stride[0] == 1 and (a_stride[1] == M or K == 1) and a_based and pitch_ok(M):
-        a_how = "MN"
-    else:
-        a_how = "copy"
-    if b_stride[0] == 1 and (b_stride[1] == K or N == 1) and b_based and pitch_ok(K):
-        b_how = "K"
-    elif sixteen_bit and b_stride[1] == 1 and (b_stride[0] == N or K == 1) and b_based and pitch_ok(N):
-        b_how = "MN"
-    else:
-        b_how = "copy"
-    return a_how, b_how, pad
+    return (tma_read(M, K, a_stride[1], a_stride[0], a_based, size),
+            tma_read(N, K, b_stride[0], b_stride[1], b_based, size), pad)
 
 
 def _oriented(a, b, a_how, b_how, pad):
