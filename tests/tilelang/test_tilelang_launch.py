@@ -9,7 +9,7 @@ from tlgemm.api import _tilelang_layouts
 from tlgemm.schedules import Schedule
 from tlgemm.tilelang import blockscaled_bmm, blockscaled_matmul, bmm, matmul
 from tlgemm.tilelang import launch
-from tlgemm.tilelang.launch import _orientation, _oriented, _output_route
+from tlgemm.tilelang.launch import _orientation, _oriented, _output_route, _reading
 
 
 def _stored(t, major, operand):
@@ -69,8 +69,11 @@ def test_explain_names_the_copies_the_launcher_makes(generator, shape, dtype, la
     M, N, K = shape
     a = _laid_out(torch.randn(M, K, generator=generator).to(dtype), layouts[0])
     b = _laid_out(torch.randn(K, N, generator=generator).to(dtype), layouts[1])
-    how = _orientation(M, K, N, a.stride(), b.stride(), a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
-                       a.element_size())
+    _check_explain_against_launcher(a, b, K)
+
+
+def _check_explain_against_launcher(a, b, K):
+    how = _reading(a, b)
     oriented = _oriented(a, b, *how)
     for (state, major), given, ran, h in zip(_tilelang_layouts(a, b, K), (a, b), oriented, how[:2]):
         read_as_given = ran.data_ptr() == given.data_ptr() and ran.stride() == given.stride()
@@ -78,6 +81,36 @@ def test_explain_names_the_copies_the_launcher_makes(generator, shape, dtype, la
         assert major == ("MN" if h == "MN" else "K"), (state, how)
         if how[2] and not read_as_given:
             assert f"K zero-padded from {K} to {K + how[2]}" in state, (state, how)
+
+
+def _batched(t, matrix_layout, batch_layout):
+    """A [B, rows, cols] operand from t [B, rows, cols]: each matrix laid out as ``_laid_out``'s
+    ``matrix_layout`` (0-3), and the batch dense (0), broadcast from one matrix (stride 0, 1) or
+    every other matrix of a stack twice as long (2)."""
+    if batch_layout == 2:
+        return _batched(torch.cat([t, t]), matrix_layout, 0)[::2]
+    if matrix_layout == 1:
+        t = t.mT.contiguous().mT
+    elif matrix_layout == 2:
+        t = torch.cat([t, t], -1).reshape(*t.shape, 2)[..., 0]
+    elif matrix_layout == 3:
+        t = torch.cat([t.new_zeros(1), t.flatten()])[1:].view(t.shape)
+    return t[:1].expand(t.shape) if batch_layout == 1 else t
+
+
+@pytest.mark.parametrize("shape", [(16, 24, 29), (16, 16, 32), (8, 8, 1)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn])
+@pytest.mark.parametrize("matrix_layouts", [(0, 0), (1, 1), (0, 1), (3, 2)])
+@pytest.mark.parametrize("batch_layouts", [(x, y) for x in range(3) for y in range(3)])
+def test_explain_names_the_copies_the_bmm_launcher_makes(generator, shape, dtype, matrix_layouts, batch_layouts):
+    """For bmm's 3-D operands too, explain's lines match the launcher's reading (``_reading``:
+    an operand not dense across the batch, a broadcast one included, is copied K-major)."""
+    M, N, K = shape
+    a = _batched(torch.randn(3, M, K, generator=generator).to(dtype), matrix_layouts[0], batch_layouts[0])
+    b = _batched(torch.randn(3, K, N, generator=generator).to(dtype), matrix_layouts[1], batch_layouts[1])
+    _check_explain_against_launcher(a, b, K)
+    if batch_layouts != (0, 0):
+        assert "copied" in " ".join(state for state, _ in _tilelang_layouts(a, b, K))
 
 
 @pytest.mark.parametrize("dtype, K, pad", [(torch.bfloat16, 1001, 23), (torch.bfloat16, 4001, 31),

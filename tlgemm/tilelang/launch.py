@@ -115,6 +115,20 @@ def _orientation(M, K, N, a_stride, b_stride, a_based, b_based, size):
             tma_read(N, K, b_stride[0], b_stride[1], b_based, size), pad)
 
 
+def _reading(a, b):
+    """``_orientation`` of a [.., M, K] and b [.., K, N] (2-D, or 3-D for bmm). A batched operand
+    must also be dense across the batch (batch stride = one matrix, as the kernel's 3-D TMA box
+    walks it): with any other batch stride, a broadcast one included, it is copied."""
+    (M, K), N = a.shape[-2:], b.shape[-1]
+    a_how, b_how, pad = _orientation(M, K, N, a.stride()[-2:], b.stride()[-2:], a.data_ptr() % _TMA_ALIGN == 0,
+                                     b.data_ptr() % _TMA_ALIGN == 0, a.element_size())
+    if a.dim() == 3 and a.shape[0] > 1 and a.stride(0) != M * K:
+        a_how = "copy"
+    if b.dim() == 3 and b.shape[0] > 1 and b.stride(0) != K * N:
+        b_how = "copy"
+    return a_how, b_how, pad
+
+
 def _oriented(a, b, a_how, b_how, pad):
     """A [.., M, K] and B [.., K, N] as the kernel takes them (kernels._operand_params: the
     logical orientation, with the strides of the stored one) for the reading ``_orientation``
@@ -472,8 +486,7 @@ def _new_launch(a, b, schedule, out, out_dtype, scale_a, scale_b, bias, num_sms)
         a, b, M, N = b.t(), a.t(), N, M
         modes = [{"col": "row"}.get(modes[1], modes[1]), {"row": "col"}.get(modes[0], modes[0])]
         schedule = schedule.swap_ab(False)
-    orientation = _orientation(M, K, N, a.stride(), b.stride(), a.data_ptr() % _TMA_ALIGN == 0,
-                               b.data_ptr() % _TMA_ALIGN == 0, a.element_size())
+    orientation = _reading(a, b)
     a_major, b_major = ("MN" if how == "MN" else "K" for how in orientation[:2])
     step = _TMA_ALIGN // out_dtype.itemsize
     transposed, direct = _output_route(M, N, swap, out, step)
@@ -567,12 +580,7 @@ def bmm(a, b, schedule, *, out=None, out_dtype=None, scale_a=None, scale_b=None,
         return target
     if not K:
         return _empty_k(target, vectors[2])
-    a_how, b_how, pad = _orientation(M, K, N, a.stride()[1:], b.stride()[1:], a.data_ptr() % _TMA_ALIGN == 0,
-                                     b.data_ptr() % _TMA_ALIGN == 0, a.element_size())
-    if batch > 1 and a.stride(0) != M * K:
-        a_how = "copy"
-    if batch > 1 and b.stride(0) != K * N:
-        b_how = "copy"
+    a_how, b_how, pad = _reading(a, b)
     A, B = _oriented(a, b, a_how, b_how, pad)
     kernel = _kernel_for(a.dtype, b.dtype, out_dtype, schedule, sms, smem_limit,
                          "MN" if a_how == "MN" else "K", "MN" if b_how == "MN" else "K", modes[0], modes[1],
