@@ -388,10 +388,26 @@ class _Plan:
 
 
 _PLANS: dict[tuple, _Plan] = {}
-#: Repeated tlgemm.matmul calls: ``_repeat_key`` → the launcher's cached launch
+#: Repeated tlgemm.matmul calls: ``_repeat_key`` → (the launcher's cached launch
 #: (tlgemm.tilelang.cached_launch, or tlgemm.triton.cached_launch where the Triton backend
-#: read both operands as given), called with no other step.
-_REPEATS: dict[tuple, Callable] = {}
+#: read both operands as given), called with no other step; the byte lengths of a, b and out
+#: (``_span_bytes``, None without an out), which the key's shapes and strides fix).
+_REPEATS: dict[tuple, tuple] = {}
+
+
+def _span_bytes(t) -> int:
+    """The bytes from a tensor's first element to the end of its last (0 when it has none)."""
+    if not t.numel():
+        return 0
+    return (sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1) * t.element_size()
+
+
+def _apart(out, out_bytes: int, t, t_bytes: int) -> bool:
+    """Whether ``out`` and ``t`` (of one device, of these ``_span_bytes``) cannot share
+    memory: their byte ranges do not intersect (``may_share_memory``'s conservative test,
+    without its storage lookups: two data pointers, on matmul's repeat path)."""
+    o, p = out.data_ptr(), t.data_ptr()
+    return o + out_bytes <= p or p + t_bytes <= o or not (out_bytes and t_bytes)
 
 
 def _forget_plans() -> None:
@@ -703,7 +719,8 @@ def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=N
             else:
                 launch = None
             if launch is not None:
-                remember(_REPEATS, repeat_key, launch)
+                out_bytes = None if repeat_key[-1] is None else _span_bytes(out)
+                remember(_REPEATS, repeat_key, (launch, _span_bytes(given[0]), _span_bytes(given[1]), out_bytes))
         return out
 
 
@@ -1037,10 +1054,12 @@ def matmul(a, b, *, out=None, out_dtype=None, backend="auto", schedule=None):
         return _matmul_op(a, b, out, out_dtype, backend, schedule)
     try:
         key = _repeat_key(a, b, out, out_dtype, backend, schedule)
-        launch = _REPEATS.get(key)
+        repeat = _REPEATS.get(key)
     except (AttributeError, TypeError, RuntimeError):  # RuntimeError: a sparse tensor has no strides
-        key = launch = None
-    if launch is not None and (out is None or not (out.requires_grad or _aliases(out, a) or _aliases(out, b))):
+        key = repeat = None
+    if repeat is not None and (out is None or not out.requires_grad and _apart(out, repeat[3], a, repeat[1])
+                               and _apart(out, repeat[3], b, repeat[2])):
+        launch = repeat[0]
         if _gpu_count() < 2:  # one GPU is the current one; skips _on_device's context (about 0.3 us a call)
             return launch(a, b, out)
         with _on_device(a.device):

@@ -243,6 +243,24 @@ def test_a_repeat_with_an_out_requiring_grad_takes_the_checked_path(repeats):
     assert repeats.fast == calls
 
 
+def test_a_repeat_into_an_out_overlapping_an_operand_takes_the_checked_path(repeats):
+    """The repeat path's byte-range test (api._apart): an out overlapping a or b by a row goes
+    to the checked path, which refuses it; an out that only borders an operand is repeated."""
+    rows = torch.empty(256, 64, dtype=torch.bfloat16)
+    rows[:128] = random_operand((128, 64), torch.bfloat16)
+    a, b = rows[:64], rows[64:128]
+    tlgemm.matmul(a, b, out=rows[192:])
+    calls = repeats.fast
+    for out, name in ((rows[1:65], "a"), (rows[63:127], "a"), (rows[127:191], "b"), (rows[64:128], "b")):
+        with pytest.raises(ValueError, match=rf"out: shares memory with {name}"):
+            tlgemm.matmul(a, b, out=out)
+    assert repeats.fast == calls
+    assert tlgemm.matmul(a, rows[128:192], out=rows[192:]) is not None and repeats.fast == calls + 1
+    expected = a.double() @ b.double()
+    out = tlgemm.matmul(a, b, out=rows[128:192])
+    assert repeats.fast == calls + 2 and torch.equal(out.double(), expected.to(torch.bfloat16).double())
+
+
 def test_a_negated_view_is_resolved_not_repeated(repeats):
     """torch's negative bit (z.conj().imag, torch._neg_view) leaves the values' negatives in
     memory; a repeat of a's launch served _neg_view(a) its raw memory (a sign-flipped result).

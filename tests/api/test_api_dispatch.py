@@ -308,7 +308,9 @@ def test_explain_names_the_copy_of_a_negated_view(fake_gpu):
 
 def test_repeat_launch_is_not_taken_for_an_out_sharing_an_input(fake_gpu, monkeypatch, generator):
     a, b = _ab(64, 64, 64, generator=generator)
-    monkeypatch.setattr(api, "_REPEATS", {api._repeat_key(a, b, a, None, "auto", None): lambda *args: pytest.fail()})
+    spans = api._span_bytes(a), api._span_bytes(b), api._span_bytes(a)
+    monkeypatch.setattr(api, "_REPEATS", {api._repeat_key(a, b, a, None, "auto", None): (lambda *args: pytest.fail(),
+                                                                                        *spans)})
     with pytest.raises(ValueError, match=r"out: shares memory with a"):
         tlgemm.matmul(a, b, out=a)
 
