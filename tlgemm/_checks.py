@@ -150,9 +150,16 @@ def check_no_overlap(name, t):
         span += (size - 1) * stride
 
 
+def span_bytes(t) -> int:
+    """The bytes from a tensor's first element to the end of its last (0 when it has none)."""
+    if not t.numel():
+        return 0
+    return (sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1) * t.element_size()
+
+
 def _byte_span(t) -> tuple[int, int]:
     start = t.data_ptr()
-    return start, start + (sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1) * t.element_size()
+    return start, start + span_bytes(t)
 
 
 def may_share_memory(x, y) -> bool:

@@ -96,7 +96,7 @@ from tlgemm._checks import FLOAT_OUT as _FLOAT
 from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import (SCALE_BLOCK, TMA_ALIGN, check_no_overlap, check_not_negated, check_out_dtype,
                              check_out_reads, check_strided, loads_as_vectors, matmul_uses_tf32, may_share_memory,
-                             padded, remember, signature, tma_read)
+                             padded, remember, signature, span_bytes, tma_read)
 from tlgemm.schedules import AutotuneCache, Schedule, Selection, cdiv, m_bucket, num_programs, select
 
 __all__ = ["matmul", "addmm", "bmm", "scaled_mm", "explain", "autotune", "Explanation", "AutotuneResult",
@@ -391,23 +391,17 @@ _PLANS: dict[tuple, _Plan] = {}
 #: Repeated tlgemm.matmul calls: ``_repeat_key`` → (the launcher's cached launch
 #: (tlgemm.tilelang.cached_launch, or tlgemm.triton.cached_launch where the Triton backend
 #: read both operands as given), called with no other step; the byte lengths of a, b and out
-#: (``_span_bytes``, None without an out), which the key's shapes and strides fix).
+#: (``span_bytes``, None without an out), which the key's shapes, strides and dtypes fix).
 _REPEATS: dict[tuple, tuple] = {}
 
 
-def _span_bytes(t) -> int:
-    """The bytes from a tensor's first element to the end of its last (0 when it has none)."""
-    if not t.numel():
-        return 0
-    return (sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1) * t.element_size()
-
-
 def _apart(out, out_bytes: int, t, t_bytes: int) -> bool:
-    """Whether ``out`` and ``t`` (of one device, of these ``_span_bytes``) cannot share
+    """Whether ``out`` and ``t`` (of one device, of these ``span_bytes``) cannot share
     memory: their byte ranges do not intersect (``may_share_memory``'s conservative test,
-    without its storage lookups: two data pointers, on matmul's repeat path)."""
+    without its storage lookups: two data pointers, on matmul's repeat path); an empty range
+    strictly inside the other counts as meeting it, which only sends the call to the checked path."""
     o, p = out.data_ptr(), t.data_ptr()
-    return o + out_bytes <= p or p + t_bytes <= o or not (out_bytes and t_bytes)
+    return o + out_bytes <= p or p + t_bytes <= o
 
 
 def _forget_plans() -> None:
@@ -719,8 +713,8 @@ def _gemm(op, a, b, M, N, K, batch, out, out_dtype, backend, schedule, scale_a=N
             else:
                 launch = None
             if launch is not None:
-                out_bytes = None if repeat_key[-1] is None else _span_bytes(out)
-                remember(_REPEATS, repeat_key, (launch, _span_bytes(given[0]), _span_bytes(given[1]), out_bytes))
+                out_bytes = None if repeat_key[-1] is None else span_bytes(out)
+                remember(_REPEATS, repeat_key, (launch, span_bytes(given[0]), span_bytes(given[1]), out_bytes))
         return out
 
 

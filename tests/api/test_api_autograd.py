@@ -244,21 +244,33 @@ def test_a_repeat_with_an_out_requiring_grad_takes_the_checked_path(repeats):
 
 
 def test_a_repeat_into_an_out_overlapping_an_operand_takes_the_checked_path(repeats):
-    """The repeat path's byte-range test (api._apart): an out overlapping a or b by a row goes
-    to the checked path, which refuses it; an out that only borders an operand is repeated."""
-    rows = torch.empty(256, 64, dtype=torch.bfloat16)
-    rows[:128] = random_operand((128, 64), torch.bfloat16)
-    a, b = rows[:64], rows[64:128]
-    tlgemm.matmul(a, b, out=rows[192:])
+    """The repeat path's byte-range test (api._apart): an out overlapping a or b, from below or
+    from above, by one row up to the whole operand, goes to the checked path, which refuses it;
+    an out that only borders an operand is repeated. a [64, 32], b [32, 128] and out [64, 128]
+    span different lengths, so a length stored for the wrong tensor fails a case."""
+    flat = torch.zeros(30720, dtype=torch.bfloat16)
+    a_at, b_at, a_len, b_len, out_len = 8192, 18432, 64 * 32, 32 * 128, 64 * 128
+    flat[a_at:a_at + a_len] = random_operand((a_len,), torch.bfloat16)
+    flat[b_at:b_at + b_len] = random_operand((b_len,), torch.bfloat16)
+    a, b = flat[a_at:a_at + a_len].view(64, 32), flat[b_at:b_at + b_len].view(32, 128)
+
+    def out_at(start):
+        return flat[start:start + out_len].view(64, 128)
+
+    expected = (a.double() @ b.double()).to(torch.bfloat16)
+    tlgemm.matmul(a, b, out=out_at(a_at - out_len))
     calls = repeats.fast
-    for out, name in ((rows[1:65], "a"), (rows[63:127], "a"), (rows[127:191], "b"), (rows[64:128], "b")):
-        with pytest.raises(ValueError, match=rf"out: shares memory with {name}"):
-            tlgemm.matmul(a, b, out=out)
+    refused = {"a": (a_at - out_len + 128, a_at + a_len - 128, a_at - 128, a_at),
+               "b": (b_at - out_len + 128, b_at + b_len - 128, b_at - out_len + b_len, b_at)}
+    for name, starts in refused.items():
+        for start in starts:
+            with pytest.raises(ValueError, match=rf"out: shares memory with {name}"):
+                tlgemm.matmul(a, b, out=out_at(start))
     assert repeats.fast == calls
-    assert tlgemm.matmul(a, rows[128:192], out=rows[192:]) is not None and repeats.fast == calls + 1
-    expected = a.double() @ b.double()
-    out = tlgemm.matmul(a, b, out=rows[128:192])
-    assert repeats.fast == calls + 2 and torch.equal(out.double(), expected.to(torch.bfloat16).double())
+    for n, start in enumerate((a_at - out_len, a_at + a_len, b_at + b_len), start=1):
+        out = tlgemm.matmul(a, b, out=out_at(start))
+        assert repeats.fast == calls + n and torch.equal(out, expected)
+    assert a_at + a_len + out_len == b_at
 
 
 def test_a_negated_view_is_resolved_not_repeated(repeats):

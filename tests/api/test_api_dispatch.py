@@ -7,6 +7,7 @@ import torch
 
 import tlgemm
 from tlgemm import api
+from tlgemm._checks import span_bytes
 from tlgemm.schedules import AutotuneCache, Schedule
 from tlgemm.testing import assert_gemm_close, poisoned, random_operand, reference_gemm
 
@@ -308,7 +309,7 @@ def test_explain_names_the_copy_of_a_negated_view(fake_gpu):
 
 def test_repeat_launch_is_not_taken_for_an_out_sharing_an_input(fake_gpu, monkeypatch, generator):
     a, b = _ab(64, 64, 64, generator=generator)
-    spans = api._span_bytes(a), api._span_bytes(b), api._span_bytes(a)
+    spans = span_bytes(a), span_bytes(b), span_bytes(a)
     monkeypatch.setattr(api, "_REPEATS", {api._repeat_key(a, b, a, None, "auto", None): (lambda *args: pytest.fail(),
                                                                                         *spans)})
     with pytest.raises(ValueError, match=r"out: shares memory with a"):

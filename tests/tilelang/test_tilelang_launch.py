@@ -113,6 +113,26 @@ def test_explain_names_the_copies_the_bmm_launcher_makes(generator, shape, dtype
         assert "copied" in " ".join(state for state, _ in _tilelang_layouts(a, b, K))
 
 
+@pytest.mark.parametrize("matrix_layouts", [(0, 0), (1, 1), (0, 1), (1, 0)])
+@pytest.mark.parametrize("batch_stride", ["unsqueeze", 0, 7])
+def test_a_batch_of_one_is_read_as_given_whatever_its_batch_stride(generator, matrix_layouts, batch_stride):
+    """With one matrix in the batch the batch stride is never stepped: an operand of any batch
+    stride (a column-major matrix's unsqueeze(0): M or K, a broadcast: 0, an odd one: 7) is
+    read as given."""
+    M, N, K = 16, 24, 32
+
+    def one_matrix(t, matrix_layout):
+        t = t.mT.contiguous().mT if matrix_layout else t
+        if batch_stride == "unsqueeze":
+            return t.unsqueeze(0)
+        return t.as_strided((1, *t.shape), (batch_stride, *t.stride()))
+
+    a = one_matrix(torch.randn(M, K, generator=generator).to(torch.bfloat16), matrix_layouts[0])
+    b = one_matrix(torch.randn(K, N, generator=generator).to(torch.bfloat16), matrix_layouts[1])
+    _check_explain_against_launcher(a, b, K)
+    assert all("read as it is" in state for state, _ in _tilelang_layouts(a, b, K))
+
+
 @pytest.mark.parametrize("dtype, K, pad", [(torch.bfloat16, 1001, 23), (torch.bfloat16, 4001, 31),
                                            (torch.bfloat16, 4040, 0), (torch.float8_e4m3fn, 4001, 95),
                                            (torch.float32, 30, 2), (torch.bfloat16, 64, 0)])
