@@ -398,6 +398,21 @@ def test_row_waves_in_clusters(generator, raster, M, N, K):
     _check_with_bias(generator, schedule, M, N, K)
 
 
+@pytest.mark.parametrize("raster", ["m", "n"])
+@pytest.mark.parametrize("block_m, block_n, stages, K", [(128, 256, 4, 1024), (128, 192, 4, 2048),
+                                                         (256, 128, 3, 1536), (128, 256, 4, 640)], ids=str)
+def test_ring_rounds_unrolled_in_clusters(generator, raster, block_m, block_n, stages, K):
+    """The M = 4096 default tiles in 2-CTA clusters with the token scales by TMA (M > 128): K a
+    whole number of ring rounds runs each round unrolled, K = 640 the generic loop; odd tile
+    counts, several tiles a program, a bias; against the reference and the Triton kernel, then
+    two launches equal."""
+    from tlgemm.schedules import Schedule
+
+    schedule = Schedule(block_m=block_m, block_n=block_n, block_k=128, num_stages=stages, num_warpgroups=2,
+                        raster=raster).persistent(5).cluster(2)
+    _check_twice(generator, schedule, 1000, 1400, K)
+
+
 @pytest.mark.parametrize("M, swap", [(40, True), (256, False), (1001, False)], ids=str)
 def test_token_scales_by_tma(generator, M, swap):
     """scale_a outer-dim-major in a padded buffer (K-block rows 16-byte aligned): its tokens

@@ -774,6 +774,25 @@ def test_blockscaled_kernel_lowers_in_clusters():
 
 
 
+@pytest.mark.parametrize("block_m, block_n, stages, raster", [(128, 256, 4, "m"), (128, 192, 4, "n"),
+                                                              (256, 128, 3, "n")], ids=str)
+def test_clustered_blockscaled_kernels_unroll_the_ring_rounds(block_m, block_n, stages, raster):
+    """In 2-CTA clusters too, with the token scales by TMA, the M = 4096 default tiles (128x256
+    from registers, 128x192 one whole-tile temporary, 256x128 row waves) run a tile that starts
+    at ring slot 0 and fills whole rounds of the ring unrolled (``consume_blockscaled``'s
+    ``unroll_rounds``; the clustered walk had left it off)."""
+    from tlgemm.tilelang.emitter_gemm import BLOCKSCALED_PASS_CONFIGS, lower_to_cuda
+    from tlgemm.tilelang.kernels import blockscaled_gemm
+    from tlgemm.tilelang.launch import blockscaled_spec
+
+    schedule = Schedule(block_m=block_m, block_n=block_n, block_k=128, num_stages=stages, num_warpgroups=2,
+                        raster=raster).persistent(132).cluster(2)
+    spec = blockscaled_spec(torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16, schedule, 132,
+                            tma_token_scales=True)
+    src = lower_to_cuda(blockscaled_gemm(spec), BLOCKSCALED_PASS_CONFIGS)
+    assert re.search(ring_rounds(stages), src) and "tl::tma_load_multicast(" in src
+
+
 @pytest.mark.parametrize("raster", ["m", "n"])
 @pytest.mark.parametrize("schedule", [
     Schedule(block_m=64, block_n=144, block_k=128, num_stages=3).persistent(5),

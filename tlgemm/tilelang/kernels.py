@@ -572,7 +572,8 @@ def blockscaled_gemm(spec: BlockScaledSpec):
                 _walk_cluster_rounds(ctx, sched, tensorC,
                                      lambda tile, shared: ctx.produce_blockscaled(tensorA, tensorB, scales, tile, 0,
                                                                                   iters, shared),
-                                     lambda tile: ctx.consume_blockscaled(tile, 0, iters, K), bias=bias_view)
+                                     lambda tile: ctx.consume_blockscaled(tile, 0, iters, K, spec.tma_token_scales),
+                                     bias=bias_view)
             elif splits > 1:
                 received = T.alloc_shared((splits - 1, spec.schedule.block_m, spec.schedule.block_n), "float32")
                 arrived = T.alloc_cluster_barrier([splits - 1])
