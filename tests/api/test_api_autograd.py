@@ -250,6 +250,7 @@ def test_a_repeat_into_an_out_overlapping_an_operand_takes_the_checked_path(repe
     span different lengths, so a length stored for the wrong tensor fails a case."""
     flat = torch.zeros(30720, dtype=torch.bfloat16)
     a_at, b_at, a_len, b_len, out_len = 8192, 18432, 64 * 32, 32 * 128, 64 * 128
+    assert a_at + a_len + out_len == b_at  # one out fits exactly between a and b
     flat[a_at:a_at + a_len] = random_operand((a_len,), torch.bfloat16)
     flat[b_at:b_at + b_len] = random_operand((b_len,), torch.bfloat16)
     a, b = flat[a_at:a_at + a_len].view(64, 32), flat[b_at:b_at + b_len].view(32, 128)
@@ -270,7 +271,6 @@ def test_a_repeat_into_an_out_overlapping_an_operand_takes_the_checked_path(repe
     for n, start in enumerate((a_at - out_len, a_at + a_len, b_at + b_len), start=1):
         out = tlgemm.matmul(a, b, out=out_at(start))
         assert repeats.fast == calls + n and torch.equal(out, expected)
-    assert a_at + a_len + out_len == b_at
 
 
 def test_a_negated_view_is_resolved_not_repeated(repeats):

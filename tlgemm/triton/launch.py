@@ -56,7 +56,7 @@ from tlgemm._checks import FP8 as _FP8
 from tlgemm._checks import (SCALE_BLOCK, VECTOR_BYTES, blockscaled_problem, by_signature, check_int32_buffer,
                              check_int32_walk, check_no_overlap, check_not_negated, check_num_sms, check_out_dtype,
                              check_out_reads, check_streamk_workspace, check_strided, cuda_limits, loads_as_vectors,
-                             output_dtype, padded, padded_copy, stream_workspace, vector)
+                             output_dtype, padded, padded_copy, span_bytes, stream_workspace, vector)
 from tlgemm.schedules import Schedule, WorkItem, num_programs, num_tiles, persistent_programs, resolve_num_sms
 
 from .kernels import (
@@ -152,8 +152,8 @@ def _check_tensor(name, t, ndim=None):
     if ndim is not None and t.dim() != ndim:
         raise ValueError(f"{name}: expected a {ndim}-D tensor, got shape {tuple(t.shape)}")
     check_not_negated(name, t)
-    span = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1
-    if t.numel() and span >= _INT32_INDEX:
+    span = span_bytes(t) // t.element_size()
+    if span >= _INT32_INDEX:
         raise ValueError(f"{name}: spans {span} elements; the Triton kernels index in int32 (< 2**31)")
 
 
